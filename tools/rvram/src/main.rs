@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `rvram`: the project's tooling with logic in it.
+//!
+//! ```text
+//! rvram series export     regenerate patches/ from series/series.toml
+//! rvram series check      fail when patches/ is stale
+//! rvram series apply      apply patches/ to the base, print the head commit
+//! rvram series commits    like apply, but print every commit (bisect check)
+//! rvram report DIR        summarise a VM test run, exit 1 on any failure
+//! ```
+//!
+//! The base kernel repository is `$RVRAM_CACHE/base/linux` (default cache:
+//! `$XDG_CACHE_HOME/rvram` or `~/.cache/rvram`), as tools/fetch-kernel.sh
+//! leaves it.
+
+pub mod ktap;
+pub mod report;
+pub mod series;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const USAGE: &str = "usage: rvram series {export|check|apply|commits} | rvram report DIR";
+
+fn cache_dir() -> PathBuf {
+    if let Some(c) = std::env::var_os("RVRAM_CACHE") {
+        return c.into();
+    }
+    if let Some(x) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(x).join("rvram");
+    }
+    PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/".into())).join(".cache/rvram")
+}
+
+fn repo_root() -> PathBuf {
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "--show-toplevel"])
+        .output();
+    match out {
+        Ok(o) if o.status.success() => PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()),
+        _ => PathBuf::from("."),
+    }
+}
+
+fn series_cmd(verb: &str) -> Result<ExitCode, series::Error> {
+    let paths = series::Paths {
+        repo: repo_root(),
+        base: cache_dir().join("base/linux"),
+    };
+    match verb {
+        "export" => {
+            let n = series::export(&paths)?;
+            eprintln!("rvram: wrote {n} files to patches/");
+        }
+        "check" => {
+            let stale = series::check(&paths)?;
+            if !stale.is_empty() {
+                eprintln!("rvram: patches/ is stale; run `make series`. Differs:");
+                for s in stale {
+                    eprintln!("  {s}");
+                }
+                return Ok(ExitCode::FAILURE);
+            }
+            eprintln!("rvram: patches/ is current");
+        }
+        "apply" => {
+            let commits = series::apply(&paths)?;
+            println!("{}", commits.last().expect("apply returns at least one"));
+        }
+        "commits" => {
+            for c in series::apply(&paths)? {
+                println!("{c}");
+            }
+        }
+        _ => {
+            eprintln!("{USAGE}");
+            return Ok(ExitCode::from(2));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    match args.as_slice() {
+        ["series", verb] => series_cmd(verb).unwrap_or_else(|e| {
+            eprintln!("rvram: {e}");
+            ExitCode::FAILURE
+        }),
+        ["report", dir] => match report::summarize(std::path::Path::new(dir)) {
+            Ok(s) => {
+                print!("{s}");
+                if s.ok() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::FAILURE
+                }
+            }
+            Err(e) => {
+                eprintln!("rvram: {dir}: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        _ => {
+            eprintln!("{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}

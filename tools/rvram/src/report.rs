@@ -1,0 +1,834 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Summary of one VM test run's results directory.
+//!
+//! The directory holds:
+//! - `suites/<name>.tap` and `suites/<name>.rc`: each in-guest suite's
+//!   (K)TAP output and exit code, written by the in-guest runner;
+//! - `dmesg.txt`: the guest kernel log, absent if the guest died first;
+//! - `console.log`: the serial console captured by the host, the kernel log
+//!   of last resort;
+//! - `expected`: the suite names that must appear, one a line (`kunit:<name>`
+//!   for a KUnit suite in the kernel log);
+//! - `timeout`: present when the host killed the guest.
+
+use std::fmt;
+use std::fs;
+use std::io;
+use std::path::Path;
+
+use crate::ktap::{self, Counts, Outcome, Suite};
+
+/// Kernel log substrings that mark a splat.
+const SPLAT_MARKERS: &[&str] = &[
+    "BUG:",
+    "Oops",
+    "general protection fault",
+    "kernel BUG at",
+    "WARNING: possible circular locking dependency",
+    "WARNING: possible recursive locking",
+    "WARNING: suspicious RCU usage",
+    "INFO: possible",
+    "WARNING: CPU:",
+    "UBSAN:",
+    "Kernel panic",
+    "RIP:",
+];
+
+/// How many splat lines the report prints.
+const SHOWN_SPLATS: usize = 3;
+
+/// Where a suite's results came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// `suites/<name>.tap`, with the exit code from `suites/<name>.rc`;
+    /// `None` if that file is missing, i.e. the suite did not finish.
+    Tap {
+        /// The suite's exit code.
+        rc: Option<i32>,
+    },
+    /// A KUnit suite in the kernel log.
+    Kunit,
+}
+
+/// One suite of the run.
+#[derive(Clone, Debug)]
+pub struct SuiteRun {
+    /// File stem of the `.tap` file, or `kunit:<suite>`.
+    pub name: String,
+    /// Where the results came from.
+    pub source: Source,
+    /// The parsed results.
+    pub suite: Suite,
+}
+
+impl SuiteRun {
+    /// Whether the suite is complete, nothing failed and it exited with 0.
+    pub fn passed(&self) -> bool {
+        self.suite.ok() && matches!(self.source, Source::Kunit | Source::Tap { rc: Some(0) })
+    }
+
+    /// Notes for the report: why the suite did not pass, apart from its
+    /// failed cases, and why a whole suite was skipped.
+    fn notes(&self) -> Vec<String> {
+        let suite = &self.suite;
+        let mut notes = Vec::new();
+        match self.source {
+            Source::Tap { rc: None } => notes.push("did not finish: no exit code".into()),
+            Source::Tap { rc: Some(rc) } if rc != 0 => notes.push(format!("exit code {rc}")),
+            _ => {}
+        }
+        if !suite.complete {
+            let missing = suite.counts().missing;
+            notes.push(match suite.plan {
+                None if suite.cases.is_empty() => "no TAP output".into(),
+                None => "no test plan".into(),
+                Some(plan) if missing > 0 => format!("incomplete: {missing} of {plan} missing"),
+                Some(_) => "incomplete".into(),
+            });
+        }
+        if let Some(result) = &suite.result {
+            match (result.outcome, &result.reason) {
+                (Outcome::Fail, _) if suite.failures().next().is_none() => {
+                    notes.push("suite reported not ok".into())
+                }
+                (Outcome::Skip, Some(reason)) => notes.push(format!("skipped: {reason}")),
+                _ => {}
+            }
+        }
+        notes.extend(suite.errors.iter().cloned());
+        notes
+    }
+}
+
+/// A kernel log line that reports a bug, warning or crash.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Splat {
+    /// 1-based line number in the kernel log.
+    pub line: usize,
+    /// The line, as logged.
+    pub text: String,
+}
+
+/// The verdict on one test run.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    /// Suites from `suites/*.tap`, then KUnit suites from the kernel log.
+    pub suites: Vec<SuiteRun>,
+    /// Expected suites that never ran.
+    pub missing: Vec<String>,
+    /// Which file served as the kernel log: `dmesg.txt` or `console.log`.
+    pub kernel_log: &'static str,
+    /// Splat lines in the kernel log.
+    pub splats: Vec<Splat>,
+    /// Whether the host killed the guest.
+    pub timeout: bool,
+}
+
+impl Summary {
+    /// Whether the run passed: at least one suite, every suite passed, no
+    /// expected suite is missing, no splat and no timeout.
+    pub fn ok(&self) -> bool {
+        !self.suites.is_empty()
+            && self.suites.iter().all(SuiteRun::passed)
+            && self.missing.is_empty()
+            && self.splats.is_empty()
+            && !self.timeout
+    }
+
+    /// Every skip as (suite, case, reason); the case is empty when a whole
+    /// suite was skipped, the reason when none was given.
+    pub fn skips(&self) -> Vec<(&str, &str, &str)> {
+        let mut skips = Vec::new();
+        for run in &self.suites {
+            let suite = &run.suite;
+            let whole = suite.result.iter().filter(|_| suite.cases.is_empty());
+            for case in whole.chain(&suite.cases) {
+                if case.outcome == Outcome::Skip {
+                    let case_name = if suite.cases.is_empty() {
+                        ""
+                    } else {
+                        &case.name
+                    };
+                    let reason = case.reason.as_deref().unwrap_or("");
+                    skips.push((run.name.as_str(), case_name, reason));
+                }
+            }
+        }
+        skips
+    }
+
+    /// Case counts summed over all suites.
+    pub fn totals(&self) -> Counts {
+        self.suites
+            .iter()
+            .map(|run| run.suite.counts())
+            .fold(Counts::default(), |a, b| Counts {
+                pass: a.pass + b.pass,
+                fail: a.fail + b.fail,
+                skip: a.skip + b.skip,
+                todo: a.todo + b.todo,
+                missing: a.missing + b.missing,
+            })
+    }
+}
+
+/// Reads and judges the results directory `dir`.
+pub fn summarize(dir: &Path) -> io::Result<Summary> {
+    let mut suites = tap_suites(&dir.join("suites"))?;
+
+    let console = read_optional(&dir.join("console.log"))?.unwrap_or_default();
+    let (kernel_log, log) = match read_optional(&dir.join("dmesg.txt"))? {
+        Some(log) => ("dmesg.txt", log),
+        None => ("console.log", console.clone()),
+    };
+    // The guest writes dmesg.txt last, but a splat can still follow it (at
+    // module unload, at shutdown): the console is always scanned too.
+    let mut splat_lines = splats(&log);
+    if kernel_log != "console.log" {
+        for s in splats(&console) {
+            let text = strip_timestamp(&s.text);
+            if !splat_lines.iter().any(|d| strip_timestamp(&d.text) == text) {
+                splat_lines.push(s);
+            }
+        }
+    }
+    // KUnit suites are always nested; a flat document in the log is
+    // userspace output on the console, or an empty KUnit run.
+    suites.extend(
+        ktap::parse(&log)
+            .into_iter()
+            .filter(|suite| suite.nested)
+            .map(|suite| SuiteRun {
+                name: format!("kunit:{}", suite.name),
+                source: Source::Kunit,
+                suite,
+            }),
+    );
+
+    let expected = read_optional(&dir.join("expected"))?.unwrap_or_default();
+    let missing = expected
+        .lines()
+        .map(str::trim)
+        .filter(|name| !name.is_empty() && !name.starts_with('#'))
+        .filter(|&name| !suites.iter().any(|run| runs_as(&run.name, name)))
+        .map(String::from)
+        .collect();
+
+    Ok(Summary {
+        suites,
+        missing,
+        kernel_log,
+        splats: splat_lines,
+        timeout: dir.join("timeout").try_exists()?,
+    })
+}
+
+/// Whether the suite run `run` is (part of) the expected suite `name`: a
+/// `.tap` file with several documents yields `<name>/<document>` runs.
+fn runs_as(run: &str, name: &str) -> bool {
+    run.strip_prefix(name)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// Parses `dir/*.tap` with their `.rc` files.
+fn tap_suites(dir: &Path) -> io::Result<Vec<SuiteRun>> {
+    let entries = match fs::read_dir(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        entries => entries?,
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let path = entry?.path();
+        let is_result = matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("tap" | "rc")
+        );
+        if let Some(stem) = path.file_stem().and_then(|s| s.to_str()) {
+            if is_result {
+                names.push(stem.to_string());
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+
+    let mut runs = Vec::new();
+    for name in names {
+        let text = read_optional(&dir.join(format!("{name}.tap")))?.unwrap_or_default();
+        let rc = read_optional(&dir.join(format!("{name}.rc")))?;
+        let source = Source::Tap {
+            rc: rc.and_then(|rc| rc.trim().parse().ok()),
+        };
+        let mut parsed = ktap::parse_named(&text, &name);
+        if parsed.is_empty() {
+            parsed.push(Suite {
+                name: name.clone(),
+                plan: None,
+                cases: Vec::new(),
+                result: None,
+                complete: false,
+                nested: false,
+                errors: Vec::new(),
+            });
+        }
+        let several = parsed.len() > 1;
+        runs.extend(parsed.into_iter().map(|suite| SuiteRun {
+            name: if several {
+                format!("{name}/{}", suite.name)
+            } else {
+                name.clone()
+            },
+            source: source.clone(),
+            suite,
+        }));
+    }
+    Ok(runs)
+}
+
+/// Reads a file that may be absent, tolerating invalid UTF-8 (a serial
+/// console carries line noise).
+fn read_optional(path: &Path) -> io::Result<Option<String>> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Finds the splat lines in a kernel log.
+fn splats(log: &str) -> Vec<Splat> {
+    log.lines()
+        .enumerate()
+        .filter(|(_, line)| is_splat(line))
+        .map(|(i, line)| Splat {
+            line: i + 1,
+            text: line.trim_end().to_string(),
+        })
+        .collect()
+}
+
+/// A kernel log line without its `[   12.345678] ` timestamp.
+fn strip_timestamp(line: &str) -> &str {
+    match line
+        .trim_start()
+        .strip_prefix('[')
+        .and_then(|r| r.split_once("] "))
+    {
+        Some((ts, rest)) if ts.trim().chars().all(|c| c.is_ascii_digit() || c == '.') => rest,
+        _ => line,
+    }
+}
+
+fn is_splat(line: &str) -> bool {
+    SPLAT_MARKERS.iter().any(|marker| line.contains(marker))
+        // WARN_ON() since Linux 6.19: "WARNING: file:line at func, CPU#0: comm/pid".
+        || (line.contains("WARNING: ") && line.contains(", CPU#"))
+        || (line.contains("kmemleak: ") && line.contains("new suspected memory leaks"))
+}
+
+/// One `PASS`/`FAIL` line per suite with its counts and notes, its failed
+/// cases indented below; a `MISS` line per expected suite that never ran;
+/// the first splat lines, the timeout, and a final `SUMMARY:` line.
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for run in &self.suites {
+            let c = run.suite.counts();
+            let verdict = if run.passed() { "PASS" } else { "FAIL" };
+            write!(
+                f,
+                "{verdict}  {:<28} {:>4} pass {:>4} skip {:>4} fail",
+                run.name, c.pass, c.skip, c.fail
+            )?;
+            if c.todo > 0 {
+                write!(f, " {:>4} todo", c.todo)?;
+            }
+            let notes = run.notes();
+            if !notes.is_empty() {
+                write!(f, "  ({})", notes.join("; "))?;
+            }
+            writeln!(f)?;
+            for case in run.suite.failures() {
+                write!(f, "      not ok {}", case.name)?;
+                if let Some(reason) = &case.reason {
+                    write!(f, " # {reason}")?;
+                }
+                writeln!(f)?;
+            }
+        }
+        for name in &self.missing {
+            writeln!(f, "MISS  {name} (never ran)")?;
+        }
+        if self.suites.is_empty() {
+            writeln!(f, "no test suites found")?;
+        }
+        if !self.splats.is_empty() {
+            writeln!(
+                f,
+                "SPLAT {} kernel log line(s) in {}:",
+                self.splats.len(),
+                self.kernel_log
+            )?;
+            for splat in self.splats.iter().take(SHOWN_SPLATS) {
+                writeln!(f, "      {}: {}", splat.line, splat.text)?;
+            }
+            if self.splats.len() > SHOWN_SPLATS {
+                writeln!(f, "      ... and {} more", self.splats.len() - SHOWN_SPLATS)?;
+            }
+        }
+        if self.timeout {
+            writeln!(f, "TIMEOUT: the host killed the guest")?;
+        }
+        let t = self.totals();
+        writeln!(
+            f,
+            "SUMMARY: {} suites, {} pass, {} skip, {} fail: {}",
+            self.suites.len() + self.missing.len(),
+            t.pass,
+            t.skip,
+            t.fail,
+            if self.ok() { "PASS" } else { "FAIL" }
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A results directory under the system temp dir, removed on drop.
+    struct Run(PathBuf);
+
+    impl Run {
+        fn new() -> Self {
+            static NEXT: AtomicUsize = AtomicUsize::new(0);
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let dir = std::env::temp_dir().join(format!("rvram-report-{}-{n}", std::process::id()));
+            let _ = fs::remove_dir_all(&dir);
+            fs::create_dir_all(dir.join("suites")).unwrap();
+            fs::write(dir.join("console.log"), "").unwrap();
+            Run(dir)
+        }
+
+        fn file(self, path: &str, text: &str) -> Self {
+            fs::write(self.0.join(path), text).unwrap();
+            self
+        }
+
+        fn without(self, path: &str) -> Self {
+            fs::remove_file(self.0.join(path)).unwrap();
+            self
+        }
+
+        fn suite(self, name: &str, tap: &str, rc: &str) -> Self {
+            self.file(&format!("suites/{name}.tap"), tap)
+                .file(&format!("suites/{name}.rc"), rc)
+        }
+
+        fn summary(&self) -> Summary {
+            summarize(&self.0).unwrap()
+        }
+    }
+
+    impl Drop for Run {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// Prefixes each line with a dmesg timestamp.
+    fn dmesg(lines: &str) -> String {
+        lines
+            .lines()
+            .enumerate()
+            .map(|(i, l)| format!("[{:5}.{:06}] {l}\n", 1 + i / 100, i % 100))
+            .collect()
+    }
+
+    /// hmm-tests output: 5 pass, 3 skip.
+    const HMM: &str = "\
+TAP version 13
+1..8
+# Starting 8 tests from 2 test cases.
+#  RUN           hmm.hmm_device_private.open_close ...
+#            OK  hmm.hmm_device_private.open_close
+ok 1 hmm.hmm_device_private.open_close
+ok 2 hmm.hmm_device_private.anon_read
+ok 3 hmm.hmm_device_private.anon_write
+ok 4 hmm.hmm_device_private.migrate
+ok 5 hmm.hmm_device_private.mixedmap
+#  RUN           hmm.hmm_device_coherent.open_close ...
+#      SKIP      DEVICE_COHERENT not available
+#            OK  hmm.hmm_device_coherent.open_close
+ok 6 hmm.hmm_device_coherent.open_close # SKIP DEVICE_COHERENT not available
+ok 7 hmm.hmm_device_coherent.anon_read # SKIP DEVICE_COHERENT not available
+ok 8 hmm.hmm_device_private.hmm_gup_test # SKIP Could not open /sys/kernel/debug/gup_test
+# PASSED: 8 / 8 tests passed.
+# Totals: pass:5 fail:0 xfail:0 xpass:0 skip:3 error:0
+";
+
+    /// A boot log with two passing KUnit suites: rust_doctests_kernel (3)
+    /// and rvram (2).
+    fn kunit_log() -> String {
+        dmesg(
+            "\
+Linux version 7.3.0-rvram (root@build) #1 SMP PREEMPT_DYNAMIC
+KTAP version 1
+1..2
+    KTAP version 1
+    # Subtest: rust_doctests_kernel
+    # speed: normal
+    1..3
+    ok 1 rust_doctest_kernel_alloc_kbox_rs_0
+    ok 2 rust_doctest_kernel_alloc_kbox_rs_1
+    ok 3 rust_doctest_kernel_sync_arc_rs_0
+# rust_doctests_kernel: pass:3 fail:0 skip:0 total:3
+ok 1 rust_doctests_kernel
+    KTAP version 1
+    # Subtest: rvram
+    1..2
+rvram 0000:00:04.0: 64 MiB VRAM at 0xfe000000
+    ok 1 rvram_alloc_free
+    ok 2 rvram_migrate
+# rvram: pass:2 fail:0 skip:0 total:2
+ok 2 rvram
+Run /init as init process
+",
+        )
+    }
+
+    fn passing_run() -> Run {
+        Run::new()
+            .suite("hmm-tests-test_hmm", HMM, "0\n")
+            .suite("rvram-probe", "TAP version 13\n1..1\nok 1 probe\n", "0\n")
+            .file("dmesg.txt", &kunit_log())
+            .file("expected", "hmm-tests-test_hmm\nrvram-probe\nkunit:rvram\n")
+    }
+
+    fn names(summary: &Summary) -> Vec<&str> {
+        summary.suites.iter().map(|run| run.name.as_str()).collect()
+    }
+
+    #[test]
+    fn passing_run_is_ok() {
+        let s = passing_run().summary();
+        assert_eq!(
+            names(&s),
+            [
+                "hmm-tests-test_hmm",
+                "rvram-probe",
+                "kunit:rust_doctests_kernel",
+                "kunit:rvram"
+            ]
+        );
+        assert!(s.suites.iter().all(SuiteRun::passed));
+        assert_eq!(s.suites[0].source, Source::Tap { rc: Some(0) });
+        assert_eq!(s.suites[3].source, Source::Kunit);
+        assert!(s.missing.is_empty());
+        assert!(s.splats.is_empty());
+        assert_eq!(s.kernel_log, "dmesg.txt");
+        assert!(!s.timeout);
+        assert_eq!(s.totals().pass, 5 + 1 + 3 + 2);
+        assert_eq!(s.totals().skip, 3);
+        assert!(s.ok());
+
+        let text = s.to_string();
+        let lines: Vec<_> = text.lines().collect();
+        assert_eq!(lines.len(), 5);
+        assert_eq!(
+            lines[0],
+            "PASS  hmm-tests-test_hmm              5 pass    3 skip    0 fail"
+        );
+        assert_eq!(
+            lines[3],
+            "PASS  kunit:rvram                     2 pass    0 skip    0 fail"
+        );
+        assert_eq!(lines[4], "SUMMARY: 4 suites, 11 pass, 3 skip, 0 fail: PASS");
+    }
+
+    #[test]
+    fn skip_reasons() {
+        let run = passing_run().suite(
+            "zswap",
+            "TAP version 13\n1..0 # SKIP zswap not enabled\n",
+            "0\n",
+        );
+        let s = run.summary();
+        assert_eq!(
+            s.skips(),
+            [
+                (
+                    "hmm-tests-test_hmm",
+                    "hmm.hmm_device_coherent.open_close",
+                    "DEVICE_COHERENT not available"
+                ),
+                (
+                    "hmm-tests-test_hmm",
+                    "hmm.hmm_device_coherent.anon_read",
+                    "DEVICE_COHERENT not available"
+                ),
+                (
+                    "hmm-tests-test_hmm",
+                    "hmm.hmm_device_private.hmm_gup_test",
+                    "Could not open /sys/kernel/debug/gup_test"
+                ),
+                ("zswap", "", "zswap not enabled"),
+            ]
+        );
+        assert!(s.ok());
+        assert!(s
+            .to_string()
+            .contains("PASS  zswap                           0 pass    0 skip    0 fail  (skipped: zswap not enabled)\n"));
+    }
+
+    #[test]
+    fn failed_cases_are_listed() {
+        let tap = "TAP version 13\n1..3\nok 1 a\nnot ok 2 b\nnot ok 3 c # child died\n";
+        let s = passing_run().suite("rvram-probe", tap, "1\n").summary();
+        let probe = &s.suites[1];
+        assert_eq!(probe.suite.counts().fail, 2);
+        assert!(!probe.passed());
+        assert!(!s.ok());
+        let text = s.to_string();
+        assert!(text.contains(
+            "FAIL  rvram-probe                     1 pass    0 skip    2 fail  (exit code 1)\n      not ok b\n      not ok c # child died\n"
+        ));
+        assert!(text.ends_with("SUMMARY: 4 suites, 11 pass, 3 skip, 2 fail: FAIL\n"));
+    }
+
+    #[test]
+    fn nonzero_rc_fails_a_passing_suite() {
+        let s = passing_run()
+            .file("suites/rvram-probe.rc", "139\n")
+            .summary();
+        assert_eq!(s.suites[1].source, Source::Tap { rc: Some(139) });
+        assert_eq!(s.suites[1].suite.counts().fail, 0);
+        assert!(!s.suites[1].passed());
+        assert!(!s.ok());
+        assert!(s.to_string().contains(
+            "FAIL  rvram-probe                     1 pass    0 skip    0 fail  (exit code 139)\n"
+        ));
+    }
+
+    #[test]
+    fn missing_rc_means_the_suite_did_not_finish() {
+        let run = passing_run().without("suites/hmm-tests-test_hmm.rc");
+        let s = run.summary();
+        assert_eq!(s.suites[0].source, Source::Tap { rc: None });
+        assert!(s.suites[0].suite.ok());
+        assert!(!s.suites[0].passed());
+        assert!(!s.ok());
+        assert!(s.to_string().contains("(did not finish: no exit code)"));
+    }
+
+    #[test]
+    fn truncated_tap_is_incomplete() {
+        let tap: String = HMM.lines().take(7).map(|l| format!("{l}\n")).collect();
+        let s = passing_run()
+            .suite("hmm-tests-test_hmm", &tap, "0\n")
+            .summary();
+        assert_eq!(s.suites[0].suite.counts().missing, 6);
+        assert!(!s.ok());
+        assert!(s.to_string().contains(
+            "FAIL  hmm-tests-test_hmm              2 pass    0 skip    0 fail  (incomplete: 6 of 8 missing)\n"
+        ));
+    }
+
+    #[test]
+    fn rc_without_tap_output() {
+        let s = passing_run()
+            .file("suites/rvram-stress.rc", "0\n")
+            .summary();
+        let stress = s.suites.iter().find(|r| r.name == "rvram-stress").unwrap();
+        assert!(!stress.passed());
+        assert!(s.to_string().contains("(no TAP output)"));
+        assert!(!s.ok());
+    }
+
+    #[test]
+    fn missing_expected_suite() {
+        let s = passing_run()
+            .file(
+                "expected",
+                "# comment\nhmm-tests-test_hmm\n\nkunit:rvram\nkunit:rvram_migrate\nrvram-stress\n",
+            )
+            .summary();
+        assert_eq!(s.missing, ["kunit:rvram_migrate", "rvram-stress"]);
+        assert!(s.suites.iter().all(SuiteRun::passed));
+        assert!(!s.ok());
+        let text = s.to_string();
+        assert!(text
+            .contains("MISS  kunit:rvram_migrate (never ran)\nMISS  rvram-stress (never ran)\n"));
+        assert!(text.ends_with("SUMMARY: 6 suites, 11 pass, 3 skip, 0 fail: FAIL\n"));
+    }
+
+    #[test]
+    fn kunit_crash_without_dmesg_uses_console_log() {
+        let console = dmesg(
+            "\
+KTAP version 1
+1..2
+    KTAP version 1
+    # Subtest: rust_doctests_kernel
+    1..1
+    ok 1 rust_doctest_kernel_alloc_kbox_rs_0
+ok 1 rust_doctests_kernel
+    KTAP version 1
+    # Subtest: rvram
+    1..3
+    ok 1 rvram_alloc_free
+BUG: kernel NULL pointer dereference, address: 0000000000000010
+Oops: Oops: 0002 [#1] SMP KASAN NOPTI
+RIP: 0010:rvram_migrate_to_ram+0x4f/0x120
+Kernel panic - not syncing: Fatal exception
+",
+        );
+        let run = Run::new()
+            .file("console.log", &console)
+            .file("expected", "kunit:rvram\n");
+        let s = run.summary();
+        assert_eq!(s.kernel_log, "console.log");
+        assert_eq!(names(&s), ["kunit:rust_doctests_kernel", "kunit:rvram"]);
+        assert!(s.suites[0].passed());
+        let rvram = &s.suites[1];
+        assert!(!rvram.suite.complete);
+        assert_eq!(rvram.suite.counts().missing, 2);
+        assert!(!rvram.passed());
+        assert!(s.missing.is_empty());
+        assert_eq!(s.splats.len(), 4);
+        assert_eq!(s.splats[2].line, 14);
+        assert!(!s.ok());
+
+        let text = s.to_string();
+        assert!(text.contains(
+            "FAIL  kunit:rvram                     1 pass    0 skip    0 fail  (incomplete: 2 of 3 missing)\n"
+        ));
+        assert!(text.contains(
+            "SPLAT 4 kernel log line(s) in console.log:\n      12: [    1.000011] BUG: kernel NULL pointer dereference, address: 0000000000000010\n"
+        ));
+        assert!(text.contains("      14: [    1.000013] RIP: 0010:rvram_migrate_to_ram+0x4f/0x120\n      ... and 1 more\n"));
+        assert!(!text.contains("Kernel panic"));
+    }
+
+    #[test]
+    fn a_splat_after_dmesg_was_written_is_caught_on_the_console() {
+        let s = passing_run()
+            .file("console.log", "[    5.000000] BUG: in the console only\n")
+            .summary();
+        assert_eq!(s.kernel_log, "dmesg.txt");
+        assert_eq!(s.splats.len(), 1);
+        assert!(!s.ok());
+    }
+
+    #[test]
+    fn a_splat_in_both_logs_is_counted_once() {
+        let line = "[    5.000000] BUG: KASAN: use-after-free in f+0x1/0x2\n";
+        let s = passing_run()
+            .file("dmesg.txt", &(kunit_log() + line))
+            .file("console.log", line)
+            .summary();
+        assert_eq!(s.splats.len(), 1);
+    }
+
+    #[test]
+    fn kasan_splat_fails_a_passing_run() {
+        let log = kunit_log()
+            + &dmesg(
+                "\
+==================================================================
+BUG: KASAN: slab-use-after-free in rvram_free+0x2c/0x60
+Read of size 8 at addr ffff888003a4c010 by task hmm-tests/231
+",
+            );
+        let s = passing_run().file("dmesg.txt", &log).summary();
+        assert!(s.suites.iter().all(SuiteRun::passed));
+        assert_eq!(
+            s.splats,
+            [Splat {
+                line: 23,
+                text: "[    1.000001] BUG: KASAN: slab-use-after-free in rvram_free+0x2c/0x60"
+                    .into()
+            }]
+        );
+        assert!(!s.ok());
+    }
+
+    #[test]
+    fn splat_markers() {
+        let splat = [
+            "[   1.0] WARNING: kernel/rvram.c:42 at rvram_map+0x10/0x20, CPU#1: hmm-tests/200",
+            "[   1.0] WARNING: CPU: 0 PID: 1 at mm/hmm.c:100 hmm_range_fault+0x1/0x2",
+            "[   1.0] WARNING: possible circular locking dependency detected",
+            "[   1.0] WARNING: possible recursive locking detected",
+            "[   1.0] WARNING: suspicious RCU usage",
+            "[   1.0] INFO: possible irq lock inversion dependency detected",
+            "[   1.0] kernel BUG at mm/migrate.c:123!",
+            "[   1.0] Oops: general protection fault, probably for non-canonical address",
+            "[   1.0] UBSAN: shift-out-of-bounds in drivers/gpu/rvram.c:10:5",
+            "[   1.0] kmemleak: 2 new suspected memory leaks (see /sys/kernel/debug/kmemleak)",
+            "[   1.0] BUG: sleeping function called from invalid context",
+        ];
+        let benign = [
+            "[   1.0] kmemleak: Kernel memory leak detector initialized",
+            "[   1.0] WARNING: unrelated userspace message",
+            "[   1.0] rvram: probe ok",
+        ];
+        assert!(splat.iter().all(|l| is_splat(l)));
+        assert!(!benign.iter().any(|l| is_splat(l)));
+    }
+
+    #[test]
+    fn timeout_fails_the_run() {
+        let s = passing_run().file("timeout", "").summary();
+        assert!(s.timeout);
+        assert!(!s.ok());
+        assert!(s
+            .to_string()
+            .contains("\nTIMEOUT: the host killed the guest\n"));
+    }
+
+    #[test]
+    fn no_suites_at_all() {
+        let run = Run::new();
+        fs::remove_dir(run.0.join("suites")).unwrap();
+        let s = run.summary();
+        assert!(s.suites.is_empty());
+        assert_eq!(s.kernel_log, "console.log");
+        assert!(!s.ok());
+        assert_eq!(
+            s.to_string(),
+            "no test suites found\nSUMMARY: 0 suites, 0 pass, 0 skip, 0 fail: FAIL\n"
+        );
+    }
+
+    #[test]
+    fn userspace_tap_on_the_console_is_not_kunit() {
+        let console = dmesg("KTAP version 1\n1..0\n") + "TAP version 13\n1..1\nok 1 x\n";
+        let s = Run::new().file("console.log", &console).summary();
+        assert!(s.suites.is_empty());
+    }
+
+    #[test]
+    fn tap_file_with_several_documents() {
+        let tap = "TAP version 13\n1..1\nok 1 a\nTAP version 13\n1..1\nnot ok 1 b\n";
+        let s = Run::new()
+            .suite("pair", tap, "1\n")
+            .file("expected", "pair\n")
+            .summary();
+        assert_eq!(names(&s), ["pair/pair", "pair/pair"]);
+        assert!(s.missing.is_empty());
+        assert!(!s.ok());
+    }
+
+    #[test]
+    fn invalid_utf8_in_console_log() {
+        let mut console = b"\xff\xfe garbage\r\n".to_vec();
+        console.extend(kunit_log().into_bytes());
+        let run = Run::new();
+        fs::write(run.0.join("console.log"), console).unwrap();
+        let s = run.summary();
+        assert_eq!(s.suites.len(), 2);
+        assert!(s.ok());
+    }
+}
