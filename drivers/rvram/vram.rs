@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! VRAM geometry: how a BAR is carved into pages.
+
+use kernel::{page::PAGE_SIZE, prelude::*, sizes::SZ_2M};
+
+/// Largest VRAM rvram accepts (64 GiB): bounds every page index to `u32`.
+const MAX_VRAM: u64 = 64 << 30;
+
+/// The geometry of one device's VRAM.
+///
+/// # Invariants
+///
+/// `size` is a non-zero multiple of 2 MiB (one PMD, so that every VRAM page
+/// can also be part of a THP-sized device folio) and at most [`MAX_VRAM`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct VramLayout {
+    size: u64,
+}
+
+impl VramLayout {
+    /// Validates the length of the VRAM BAR.
+    ///
+    /// Returns `EINVAL` when the BAR cannot back device pages: empty, not a
+    /// multiple of 2 MiB, or larger than 64 GiB.
+    pub(crate) fn new(bar_len: u64) -> Result<Self> {
+        if bar_len == 0 || bar_len % SZ_2M as u64 != 0 || bar_len > MAX_VRAM {
+            return Err(EINVAL);
+        }
+        // INVARIANT: checked just above.
+        Ok(Self { size: bar_len })
+    }
+
+    /// VRAM size in bytes.
+    pub(crate) fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Number of base pages of VRAM.
+    pub(crate) fn pages(&self) -> usize {
+        // Cannot truncate: `size <= MAX_VRAM`, so the page count fits in `u32`.
+        (self.size / PAGE_SIZE as u64) as usize
+    }
+
+    /// Byte offset in the BAR of VRAM page `index`, or `None` if out of range.
+    pub(crate) fn page_offset(&self, index: usize) -> Option<usize> {
+        if index < self.pages() {
+            Some(index * PAGE_SIZE)
+        } else {
+            None
+        }
+    }
+}
+
+#[kunit_tests(rvram_vram)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_pmd_multiples() -> Result {
+        let l = VramLayout::new(256 << 20)?;
+        assert_eq!(l.size(), 256 << 20);
+        assert_eq!(l.pages(), (256 << 20) / PAGE_SIZE);
+        assert_eq!(VramLayout::new(SZ_2M as u64)?.pages(), SZ_2M / PAGE_SIZE);
+        assert!(VramLayout::new(MAX_VRAM).is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn rejects_bad_sizes() {
+        assert_eq!(VramLayout::new(0), Err(EINVAL));
+        assert_eq!(VramLayout::new(PAGE_SIZE as u64), Err(EINVAL));
+        assert_eq!(VramLayout::new((3 << 20) as u64), Err(EINVAL));
+        assert_eq!(VramLayout::new(MAX_VRAM + SZ_2M as u64), Err(EINVAL));
+    }
+
+    #[test]
+    fn page_offsets_are_bounded() -> Result {
+        let l = VramLayout::new(SZ_2M as u64)?;
+        assert_eq!(l.page_offset(0), Some(0));
+        assert_eq!(l.page_offset(l.pages() - 1), Some(SZ_2M - PAGE_SIZE));
+        assert_eq!(l.page_offset(l.pages()), None);
+        assert_eq!(l.page_offset(usize::MAX), None);
+        Ok(())
+    }
+}
