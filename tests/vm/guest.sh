@@ -1,0 +1,53 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# In-guest test plan runner (started by tools/vm.sh).
+#
+#   guest.sh PLAN RESULTS_DIR
+#
+# Each suite writes TAP to RESULTS_DIR/suites/NAME.tap and its exit status
+# to NAME.rc; RESULTS_DIR/expected lists what must have run (KUnit suites
+# as kunit:NAME, found in the kernel log), for `rvram report`.
+set -u
+plan=$1
+R=$2
+T=$RVRAM_TOP/tests/vm
+mkdir -p "$R/suites"
+export RVRAM_RESULTS=$R
+
+expect() { printf '%s\n' "$@" >> "$R/expected"; }
+
+run_suite() {
+	local name=$1
+	shift
+	echo "rvram-guest: suite $name: start" > /dev/kmsg
+	"$@" > "$R/suites/$name.tap" 2> "$R/suites/$name.log"
+	local rc=$?
+	echo "$rc" > "$R/suites/$name.rc"
+	echo "rvram-guest: suite $name: rc $rc" > /dev/kmsg
+	sync
+}
+
+# Built-in KUnit suites ran during boot: they are in the kernel log.
+expect kunit:rust_doctests_kernel
+
+case $plan in
+single)
+	expect kunit:rvram_vram rvram-probe hmm-tests-test_hmm
+	run_suite rvram-probe "$T/rvram-probe.sh"
+	run_suite hmm-tests-test_hmm "$T/hmm-tests.sh" test_hmm
+	;;
+dual)
+	expect kunit:rvram_vram rvram-probe-dual
+	run_suite rvram-probe-dual "$T/rvram-probe.sh"
+	;;
+demo)
+	"$T/demo.sh"
+	;;
+*)
+	echo "guest.sh: unknown plan $plan" >&2
+	exit 2
+	;;
+esac
+
+dmesg > "$R/dmesg.txt"
+sync

@@ -1,0 +1,22 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Build tools/testing/selftests/mm/hmm-tests from the kernel source, unmodified,
+# against the kernel's exported headers. Prints the binary's path.
+#
+#   tools/build-hmm-tests.sh KOBJ
+set -euo pipefail
+
+. "$(dirname "$0")/env.sh"
+
+kobj=${1:?kernel object directory}
+src=$RVRAM_CACHE/src/linux
+out=$kobj/rvram-tests/hmm-tests
+mm=$src/tools/testing/selftests/mm
+mkdir -p "$(dirname "$out")"
+if [ ! -x "$out" ] || [ -n "$(find "$mm" "$src/lib/test_hmm_uapi.h" -newer "$out" -name '*.[ch]' | head -1)" ]; then
+	gcc -O2 -o "$out" -I"$src" -I"$src/tools/testing/selftests" \
+		-isystem "$kobj/usr/include" -isystem "$src/tools/include/uapi" \
+		"$mm/hmm-tests.c" "$mm/vm_util.c" "$mm/hugepage_settings.c" \
+		-lrt -lpthread -lm
+fi
+echo "$out"

@@ -1,0 +1,99 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Boot the test kernel in a virtme-ng guest with emulated GPUs and run a plan.
+#
+#   tools/vm.sh [options] PLAN RESULTS_DIR
+#     --kernel DIR     kernel object directory (default: debug build)
+#     --gpus N         number of ivshmem-plain GPUs (default 1)
+#     --vram MB[,MB]   VRAM size per GPU in MiB (default 256)
+#     --timeout S      wall-clock limit for the whole guest (default 900)
+#     --memory M       guest RAM (default 3G)
+#
+# The GPUs sit behind one emulated PCIe switch (root port -> x3130 upstream
+# -> xio3130 downstream ports), with a spare downstream port for a DMA peer,
+# because QEMU's q35 host bridge is not on the P2PDMA whitelist.
+# The guest runs tests/vm/guest.sh PLAN, which writes TAP files into
+# RESULTS_DIR; the serial console goes to RESULTS_DIR/console.log.
+# Exit status: that of the guest plan, 124 on timeout.
+set -euo pipefail
+
+. "$(dirname "$0")/env.sh"
+
+kobj=$RVRAM_CACHE/build/debug
+gpus=1
+vram=256
+timeout_s=900
+memory=3G
+while [ $# -gt 2 ]; do
+	case $1 in
+	--kernel) kobj=$2; shift 2 ;;
+	--gpus) gpus=$2; shift 2 ;;
+	--vram) vram=$2; shift 2 ;;
+	--timeout) timeout_s=$2; shift 2 ;;
+	--memory) memory=$2; shift 2 ;;
+	*) die "unknown option $1" ;;
+	esac
+done
+plan=${1:?plan}
+results=${2:?results dir}
+mkdir -p "$results"
+results=$(cd "$results" && pwd)
+rm -rf "${results:?}"/*
+
+image=$kobj/arch/x86/boot/bzImage
+[ -f "$image" ] || die "no kernel at $image (run tools/kernel.sh first)"
+
+# PCIe switch with the GPUs (and room for a peer) under it.
+IFS=, read -r -a sizes <<< "$vram"
+qopts="-device pcie-root-port,id=rvram_rp,bus=pcie.0,chassis=40,slot=0"
+qopts+=" -device x3130-upstream,id=rvram_up,bus=rvram_rp -no-reboot"
+expect_sizes=()
+for ((i = 0; i < gpus; i++)); do
+	mb=${sizes[$i]:-${sizes[-1]}}
+	expect_sizes+=("$mb")
+	qopts+=" -device xio3130-downstream,id=rvram_dp$i,bus=rvram_up,chassis=$((41 + i)),slot=0"
+	qopts+=" -object memory-backend-ram,id=rvram_vram$i,size=${mb}M"
+	qopts+=" -device ivshmem-plain,memdev=rvram_vram$i,bus=rvram_dp$i"
+done
+qopts+=" -device xio3130-downstream,id=rvram_peer,bus=rvram_up,chassis=$((41 + gpus)),slot=0"
+
+# /dev/kvm may exist but be unable to boot a stock kernel (nested PVM here
+# hangs after decompression). Probe once per kernel and remember.
+accel=()
+accel_cache=$RVRAM_CACHE/accel-$(sha256sum "$image" | cut -c1-12)
+if [ ! -f "$accel_cache" ]; then
+	verdict=tcg
+	if [ -w /dev/kvm ]; then
+		log "probing KVM (30 s at most)"
+		if timeout -k 5 30 vng --run "$image" --disable-microvm --memory 1G \
+			--exec "echo rvram-kvm-ok" 2>&1 </dev/null | grep -q rvram-kvm-ok; then
+			verdict=kvm
+		fi
+	fi
+	echo $verdict > "$accel_cache"
+fi
+if [ "$(cat "$accel_cache")" = tcg ]; then
+	accel=(--disable-kvm)
+fi
+
+env_str="RVRAM_TOP=$RVRAM_TOP RVRAM_KOBJ=$kobj RVRAM_HMM_TESTS=${RVRAM_HMM_TESTS:-$kobj/rvram-tests/hmm-tests} RVRAM_GPUS=$gpus RVRAM_VRAM_MB='${expect_sizes[*]}'"
+log "booting $plan: $gpus GPU(s) (${expect_sizes[*]} MiB), ${accel[*]:-kvm}, timeout ${timeout_s}s"
+start=$SECONDS
+set +e
+# vng hands QEMU /proc/self/fd/1 as a file chardev, which would truncate a
+# redirected log: pipe through cat.
+timeout -k 10 "$timeout_s" vng --run "$image" "${accel[@]}" --disable-microvm \
+	--cpus 2 --memory "$memory" --rwdir="$results" --cwd "$RVRAM_TOP" \
+	--append "panic_on_warn=0 oops=panic panic=-1" \
+	--qemu-opts="$qopts" \
+	--exec "$env_str bash $RVRAM_TOP/tests/vm/guest.sh $plan $results" \
+	</dev/null 2>&1 | cat > "$results/console.log"
+rc=${PIPESTATUS[0]}
+set -e
+if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+	touch "$results/timeout"
+	log "guest timed out after $((SECONDS - start)) s"
+	exit 124
+fi
+log "guest finished in $((SECONDS - start)) s (rc $rc)"
+exit "$rc"
