@@ -1,0 +1,70 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# rvram front door.
+#
+#   make              build the rvram module out of tree against the test
+#                     kernel (KDIR=... to use another kernel build)
+#   make check        everything: host unit tests, series checks, kernel and
+#                     module build, VM suites (installs what it needs)
+#   make demo         boot a guest with emulated GPUs and show rvram at work
+#   make series       regenerate patches/ from series/series.toml
+#   make check-bisect build the series patch by patch (slow)
+#   make checkpatch   scripts/checkpatch.pl --strict on patches/
+#   make kernel       fetch the base and build the debug test kernel
+#   make deps         install the toolchain
+#   make clippy       build the module with CLIPPY=1
+#   make fmt          rustfmt the driver and the tools
+
+RVRAM_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/rvram
+export RVRAM_CACHE
+KDIR ?= $(RVRAM_CACHE)/build/debug
+KMAKE := $(CURDIR)/tools/kmake.sh
+
+.PHONY: all modules clean check demo series check-series check-bisect \
+	checkpatch kernel deps clippy fmt tool
+
+all: modules
+
+modules:
+	@test -f $(KDIR)/Module.symvers || { \
+		echo "rvram: no kernel build at $(KDIR); run 'make kernel' (or set KDIR)" >&2; exit 1; }
+	$(KMAKE) -C $(KDIR) M=$(CURDIR) CONFIG_RVRAM=m modules
+
+clippy:
+	$(KMAKE) -C $(KDIR) M=$(CURDIR) CONFIG_RVRAM=m CLIPPY=1 modules
+
+clean:
+	-$(KMAKE) -C $(KDIR) M=$(CURDIR) clean
+	cargo clean
+
+tool:
+	cargo build --release --locked -q -p rvram-tool
+
+deps:
+	tools/install-deps.sh
+
+kernel: deps tool
+	tools/fetch-kernel.sh
+	tools/kernel.sh debug $$(target/release/rvram series apply)
+
+series: tool
+	target/release/rvram series export
+
+check-series: tool
+	target/release/rvram series check
+
+check-bisect: deps tool
+	tools/check-bisect.sh
+
+checkpatch:
+	tools/checkpatch.sh
+
+check:
+	tools/check.sh
+
+demo:
+	tools/demo.sh
+
+fmt:
+	rustfmt --edition 2021 drivers/rvram/rvram.rs
+	cargo fmt

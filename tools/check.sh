@@ -1,0 +1,68 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# `make check`: the project's test command (CI runs it from a clean clone).
+#
+#  1. toolchain (idempotent), host unit tests, clippy and rustfmt
+#  2. patches/ is current, and the whole series applies to the base
+#  3. the debug kernel (base + series) and the out-of-tree module build
+#  4. VM suites under TCG: one GPU (rvram probe, rvram KUnit, hmm-tests on
+#     test_hmm) and two GPUs (probe), each with a verdict per suite
+#
+# Results: results/<plan>/ in the clone. Exits non-zero on any failure.
+set -euo pipefail
+
+. "$(dirname "$0")/env.sh"
+cd "$RVRAM_TOP"
+
+t0=$SECONDS
+step() { log "== $* ($((SECONDS - t0)) s)"; }
+
+step "toolchain"
+tools/install-deps.sh
+
+step "host tests"
+cargo test --locked -q --workspace 2>&1 | grep -E "^test result|FAILED|panicked" || true
+cargo test --locked -q --workspace >/dev/null 2>&1 || die "cargo test failed"
+cargo clippy --locked -q --workspace --all-targets -- -D warnings
+cargo fmt --check
+cargo build --release --locked -q -p rvram-tool
+rvram=$RVRAM_TOP/target/release/rvram
+
+step "kernel source"
+tools/fetch-kernel.sh
+rustfmt --check --config-path "$RVRAM_CACHE/base/linux/.rustfmt.toml" \
+	$(git ls-files 'drivers/*.rs' 'mm-glue/*.rs')
+
+step "series"
+"$rvram" series check
+head=$("$rvram" series apply)
+log "series applies: $head"
+
+step "debug kernel"
+kobj=$(tools/kernel.sh debug "$head")
+
+step "out-of-tree module"
+make -s KDIR="$kobj" modules
+hmm_tests=$(tools/build-hmm-tests.sh "$kobj")
+
+step "VM suites"
+rm -rf results
+fail=0
+run_plan() {
+	local plan=$1
+	shift
+	tools/vm.sh --kernel "$kobj" "$@" "$plan" "results/$plan" || true
+	if ! "$rvram" report "results/$plan"; then
+		fail=1
+	fi
+}
+export RVRAM_HMM_TESTS=$hmm_tests
+run_plan single --gpus 1 --vram 256
+run_plan dual --gpus 2 --vram 256,128
+
+step "done"
+if [ $fail != 0 ]; then
+	log "FAIL (results in $RVRAM_TOP/results)"
+	exit 1
+fi
+log "PASS in $((SECONDS - t0)) s"

@@ -1,0 +1,18 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# scripts/checkpatch.pl --strict on every patch of patches/ (not the cover
+# letter), run from the pristine base tree.
+set -euo pipefail
+. "$(dirname "$0")/env.sh"
+base=$RVRAM_CACHE/base/linux
+[ -f "$base/scripts/checkpatch.pl" ] || die "no base tree (run tools/fetch-kernel.sh)"
+fail=0
+for p in "$RVRAM_TOP"/patches/0*.patch; do
+	case $p in */0000-cover-letter.patch) continue ;; esac
+	if ! (cd "$base" && perl scripts/checkpatch.pl --strict --quiet \
+		"$p"); then
+		fail=1
+	fi
+done
+[ $fail = 0 ] && log "checkpatch --strict: clean"
+exit $fail
