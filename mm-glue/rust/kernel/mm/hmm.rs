@@ -1,0 +1,548 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! HMM mirroring: MMU interval notifiers and `hmm_range_fault()`.
+//!
+//! A device that mirrors a process's page tables (a GPU, an RDMA NIC with
+//! on-demand paging) keeps its own page table for an address range and
+//! must drop entries before the CPU's change. [`Mirror`] ties the three
+//! pieces of that protocol together so that they cannot be used apart:
+//!
+//! - an `mmu_interval_notifier` over the range;
+//! - the driver's device page table `T`, behind the mutex that the
+//!   protocol calls the "user lock";
+//! - [`Mirror::fault`], the standard loop: `mmu_interval_read_begin()`,
+//!   `hmm_range_fault()` (with the mmap lock, retried on `-EBUSY` until a
+//!   timeout), then the user lock and `mmu_interval_read_retry()`.
+//!
+//! The notifier callback takes the user lock (only trylock when the
+//! invalidation cannot block), records the new sequence with
+//! `mmu_interval_set_seq()` and calls [`MirrorOps::invalidate`] with the
+//! locked state. [`Faulted`], the result of a fault, holds the lock guard,
+//! so the pfns it hands out cannot outlive the window in which they are
+//! valid.
+//!
+//! An invalidation with event `MMU_NOTIFY_MIGRATE` whose owner is the
+//! mirror's own device-private owner is skipped: the migration code of that
+//! driver updates its page table itself while the pages are locked.
+//!
+//! C headers: [`include/linux/hmm.h`](srctree/include/linux/hmm.h),
+//! [`include/linux/mmu_notifier.h`](srctree/include/linux/mmu_notifier.h)
+
+use crate::ffi::c_ulong;
+use crate::{
+    bindings,
+    error::{to_result, Result},
+    mm::{
+        pagemap::{DeviceFolio, DevicePrivateOps, Owner, Pagemap},
+        Mm, MmWithUser,
+    },
+    prelude::*,
+    sync::{Mutex, MutexGuard},
+    time::{msecs_to_jiffies, Instant, Monotonic},
+    types::Opaque,
+};
+use core::{marker::PhantomData, ops::Range};
+
+/// How long [`Mirror::fault`] keeps retrying an invalidated fault.
+pub const DEFAULT_TIMEOUT_MS: u32 = bindings::HMM_RANGE_DEFAULT_TIMEOUT;
+
+/// Why an address range is being invalidated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// munmap() or similar: the range is going away.
+    Unmap,
+    /// The pages are being cleared (reclaim, zap, COW, ...).
+    Clear,
+    /// mprotect() on the VMA.
+    ProtectionVma,
+    /// Write protection of a page.
+    ProtectionPage,
+    /// Soft-dirty tracking.
+    SoftDirty,
+    /// The mm is exiting.
+    Release,
+    /// Pages are migrating (`migrate_vma_setup()`, device migration).
+    Migrate,
+    /// A device takes exclusive access (`make_device_exclusive()`).
+    Exclusive,
+}
+
+/// An invalidated range, as passed to [`MirrorOps::invalidate`].
+pub struct NotifierRange<'a>(&'a bindings::mmu_notifier_range);
+
+impl NotifierRange<'_> {
+    /// The virtual address range.
+    pub fn range(&self) -> Range<usize> {
+        self.0.start..self.0.end
+    }
+
+    /// The event.
+    pub fn event(&self) -> Event {
+        match self.0.event {
+            bindings::mmu_notifier_event_MMU_NOTIFY_UNMAP => Event::Unmap,
+            bindings::mmu_notifier_event_MMU_NOTIFY_PROTECTION_VMA => Event::ProtectionVma,
+            bindings::mmu_notifier_event_MMU_NOTIFY_PROTECTION_PAGE => Event::ProtectionPage,
+            bindings::mmu_notifier_event_MMU_NOTIFY_SOFT_DIRTY => Event::SoftDirty,
+            bindings::mmu_notifier_event_MMU_NOTIFY_RELEASE => Event::Release,
+            bindings::mmu_notifier_event_MMU_NOTIFY_MIGRATE => Event::Migrate,
+            bindings::mmu_notifier_event_MMU_NOTIFY_EXCLUSIVE => Event::Exclusive,
+            _ => Event::Clear,
+        }
+    }
+
+    /// The owner the event was raised for (migration and exclusive access).
+    pub fn owner(&self) -> Option<Owner> {
+        (!self.0.owner.is_null()).then(|| Owner::from_raw(self.0.owner))
+    }
+}
+
+/// The device page table of a [`Mirror`], and how to invalidate it.
+pub trait MirrorOps: Send + Unpin + 'static {
+    /// Drops the device's mappings of `range.range()`.
+    ///
+    /// Called with the mirror's lock held, in reclaim context: it must not
+    /// allocate memory with a GFP mask that can recurse into reclaim.
+    fn invalidate(&mut self, range: &NotifierRange<'_>);
+}
+
+/// A mirror of an address range of an mm.
+///
+/// # Invariants
+///
+/// `notifier` is inserted into the mm's interval tree with `Self::OPS` from
+/// creation until drop; its callbacks only run while it is inserted.
+#[pin_data(PinnedDrop)]
+pub struct Mirror<T: MirrorOps> {
+    #[pin]
+    state: Mutex<T>,
+    owner: Option<Owner>,
+    #[pin]
+    notifier: Opaque<bindings::mmu_interval_notifier>,
+}
+
+// SAFETY: The notifier may be used from any thread; `T` is protected by its mutex.
+unsafe impl<T: MirrorOps> Send for Mirror<T> {}
+// SAFETY: As above.
+unsafe impl<T: MirrorOps> Sync for Mirror<T> {}
+
+impl<T: MirrorOps> Mirror<T> {
+    const OPS: bindings::mmu_interval_notifier_ops = bindings::mmu_interval_notifier_ops {
+        invalidate: Some(Self::invalidate_callback),
+        invalidate_start: None,
+        invalidate_finish: None,
+    };
+
+    /// Mirrors `[start, start + length)` of `mm` into `state`.
+    ///
+    /// `owner` is the device-private owner of the mirroring device, if it
+    /// has device memory: its pages are reported by [`Mirror::fault`]
+    /// instead of being migrated back, and its own migrations do not
+    /// invalidate the mirror. Sleeps; must not be called with the mmap lock
+    /// held. Returns `EOVERFLOW` for an empty or wrapping range.
+    pub fn new<'a>(
+        mm: &'a MmWithUser,
+        start: usize,
+        length: usize,
+        owner: Option<Owner>,
+        state: T,
+    ) -> impl PinInit<Self, Error> + 'a {
+        try_pin_init!(Self {
+            state <- crate::new_mutex!(state, "Mirror::state"),
+            owner,
+            notifier <- Opaque::try_ffi_init(move |n: *mut bindings::mmu_interval_notifier| {
+                // SAFETY: `n` is valid for writes and pinned; it stays
+                // inserted until `drop` removes it. `mm` has users.
+                to_result(unsafe {
+                    n.write(core::mem::zeroed());
+                    bindings::mmu_interval_notifier_insert(n, mm.as_raw(), start, length, &Self::OPS)
+                })
+            }),
+        })
+    }
+
+    fn raw(&self) -> *mut bindings::mmu_interval_notifier {
+        self.notifier.get()
+    }
+
+    /// Locks the device page table.
+    pub fn lock(&self) -> MutexGuard<'_, T> {
+        self.state.lock()
+    }
+
+    /// The mm being mirrored.
+    pub fn mm(&self) -> &Mm {
+        // SAFETY: The notifier holds an `mmgrab()` reference while inserted.
+        unsafe { Mm::from_raw((*self.raw()).mm) }
+    }
+
+    /// Faults in the pages of `req` and reports them.
+    ///
+    /// Runs `hmm_range_fault()` until it succeeds without a concurrent
+    /// invalidation, for at most `timeout_ms` (then `EBUSY`), and returns
+    /// with the device page table locked. Errors of `hmm_range_fault()`:
+    /// `EFAULT` (no VMA, or it cannot be read), `EPERM` (write requested on
+    /// a read-only VMA), `ENOMEM`, `EINTR`; `EFAULT` also when the mm has
+    /// exited.
+    pub fn fault<'a>(
+        &'a self,
+        req: &'a mut RangeRequest,
+        timeout_ms: u32,
+    ) -> Result<Faulted<'a, T>> {
+        let mm = self.mm().mmget_not_zero().ok_or(EFAULT)?;
+        let begin = Instant::<Monotonic>::now();
+        req.pfns.iter_mut().for_each(|p| *p = 0);
+        // SAFETY: All-zeroes is a valid `hmm_range`.
+        let mut range: bindings::hmm_range = unsafe { core::mem::zeroed() };
+        range.notifier = self.raw();
+        range.start = req.start;
+        range.end = req.start + req.pfns.len() * crate::page::PAGE_SIZE;
+        range.hmm_pfns = req.pfns.as_mut_ptr();
+        range.default_flags = req.flags;
+        range.dev_private_owner = self.owner.map_or(core::ptr::null_mut(), Owner::as_ptr);
+        loop {
+            let left = i64::from(timeout_ms) - begin.elapsed().as_millis();
+            if left <= 0 {
+                return Err(EBUSY);
+            }
+            // `left` is in `1..=timeout_ms`; a zero timeout would mean "forever".
+            let left = msecs_to_jiffies(left as u32);
+            // SAFETY: `range` is set up for our notifier, whose mm has users
+            // (`mm`); the caller holds no mmap lock (`&mut req` is not
+            // reachable from a fault handler). This sets `notifier_seq`.
+            to_result(unsafe { bindings::hmm_range_fault_unlocked_timeout(&mut range, left) })?;
+            let guard = self.state.lock();
+            // SAFETY: The notifier is inserted; `notifier_seq` came from it.
+            if unsafe { bindings::mmu_interval_read_retry(self.raw(), range.notifier_seq) } {
+                continue;
+            }
+            drop(mm);
+            return Ok(Faulted { guard, req });
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Only called by the MMU notifier core for a notifier inserted by [`Mirror::new`].
+    unsafe extern "C" fn invalidate_callback(
+        sub: *mut bindings::mmu_interval_notifier,
+        range: *const bindings::mmu_notifier_range,
+        cur_seq: c_ulong,
+    ) -> bool {
+        // SAFETY: `sub` is the `notifier` field of a pinned `Mirror<T>`, alive
+        // while inserted (type invariant).
+        let this = unsafe {
+            &*crate::container_of!(
+                sub.cast::<Opaque<bindings::mmu_interval_notifier>>(),
+                Self,
+                notifier
+            )
+        };
+        // SAFETY: The core passes a valid range for the duration of the call.
+        let range = NotifierRange(unsafe { &*range });
+        if range.event() == Event::Migrate && range.owner().is_some() && range.owner() == this.owner
+        {
+            return true;
+        }
+        // SAFETY: `range` is valid.
+        let blockable = unsafe { bindings::mmu_notifier_range_blockable(range.0) };
+        let mut guard = if blockable {
+            this.state.lock()
+        } else {
+            match this.state.try_lock() {
+                Some(g) => g,
+                None => return false,
+            }
+        };
+        // SAFETY: Called from the notifier's callback with the user lock held.
+        unsafe { bindings::mmu_interval_set_seq(sub, cur_seq) };
+        guard.invalidate(&range);
+        true
+    }
+}
+
+#[pinned_drop]
+impl<T: MirrorOps> PinnedDrop for Mirror<T> {
+    fn drop(self: Pin<&mut Self>) {
+        // SAFETY: Inserted (type invariant). Waits for running callbacks;
+        // none runs afterwards.
+        unsafe { bindings::mmu_interval_notifier_remove(self.raw()) };
+    }
+}
+
+/// The input and output of [`Mirror::fault`]: a range of pages and the
+/// `hmm_range_fault()` pfn array.
+pub struct RangeRequest {
+    start: usize,
+    flags: c_ulong,
+    pfns: KVVec<c_ulong>,
+}
+
+impl RangeRequest {
+    /// A request to fault `npages` pages at `start` (page aligned),
+    /// writable if `write`. `EINVAL` for a misaligned, empty or wrapping
+    /// range.
+    pub fn new(start: usize, npages: usize, write: bool) -> Result<Self> {
+        Self::with_flags(
+            start,
+            npages,
+            bindings::hmm_pfn_flags_HMM_PFN_REQ_FAULT as c_ulong
+                | if write {
+                    bindings::hmm_pfn_flags_HMM_PFN_REQ_WRITE as c_ulong
+                } else {
+                    0
+                },
+        )
+    }
+
+    /// A request that faults nothing in and only reports what is mapped (a
+    /// snapshot).
+    pub fn snapshot(start: usize, npages: usize) -> Result<Self> {
+        Self::with_flags(start, npages, 0)
+    }
+
+    fn with_flags(start: usize, npages: usize, flags: c_ulong) -> Result<Self> {
+        let len = npages.checked_mul(crate::page::PAGE_SIZE).ok_or(EINVAL)?;
+        if npages == 0 || start % crate::page::PAGE_SIZE != 0 || start.checked_add(len).is_none() {
+            return Err(EINVAL);
+        }
+        let mut pfns = KVVec::with_capacity(npages, GFP_KERNEL)?;
+        pfns.resize(npages, 0, GFP_KERNEL)?;
+        Ok(Self { start, flags, pfns })
+    }
+
+    /// The first address.
+    pub fn start(&self) -> usize {
+        self.start
+    }
+
+    /// The number of pages.
+    pub fn len(&self) -> usize {
+        self.pfns.len()
+    }
+
+    /// Whether the request covers no page (never true).
+    pub fn is_empty(&self) -> bool {
+        self.pfns.is_empty()
+    }
+
+    fn entries(&self) -> impl Iterator<Item = (usize, HmmPfn<'_>)> {
+        let start = self.start;
+        self.pfns
+            .iter()
+            .enumerate()
+            .map(move |(i, &v)| (start + i * crate::page::PAGE_SIZE, HmmPfn(v, PhantomData)))
+    }
+}
+
+/// A successful [`Mirror::fault`]: the pfns, valid while the mirror's lock
+/// (held here) is.
+pub struct Faulted<'a, T: MirrorOps> {
+    guard: MutexGuard<'a, T>,
+    req: &'a RangeRequest,
+}
+
+impl<'a, T: MirrorOps> Faulted<'a, T> {
+    /// The device page table, locked.
+    pub fn state(&mut self) -> &mut T {
+        &mut self.guard
+    }
+
+    /// The entry of page `i`.
+    pub fn pfn(&self, i: usize) -> Option<HmmPfn<'_>> {
+        self.req.pfns.get(i).map(|&v| HmmPfn(v, PhantomData))
+    }
+
+    /// The entries, with their addresses.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, HmmPfn<'_>)> {
+        self.req.entries()
+    }
+
+    /// Splits into the device page table and the entries.
+    pub fn split(&mut self) -> (&mut T, impl Iterator<Item = (usize, HmmPfn<'_>)>) {
+        (&mut self.guard, self.req.entries())
+    }
+}
+
+/// One output entry of `hmm_range_fault()`.
+///
+/// The page it names is only valid while the mirror's lock is held, which
+/// the lifetime expresses; HMM takes no page reference.
+#[derive(Clone, Copy)]
+pub struct HmmPfn<'a>(c_ulong, PhantomData<&'a ()>);
+
+impl<'a> HmmPfn<'a> {
+    const VALID: c_ulong = bindings::hmm_pfn_flags_HMM_PFN_VALID as c_ulong;
+    const WRITE: c_ulong = bindings::hmm_pfn_flags_HMM_PFN_WRITE as c_ulong;
+    const ERROR: c_ulong = bindings::hmm_pfn_flags_HMM_PFN_ERROR as c_ulong;
+    const FLAGS: c_ulong = bindings::hmm_pfn_flags_HMM_PFN_FLAGS as c_ulong;
+
+    /// The raw entry.
+    pub fn raw(&self) -> c_ulong {
+        self.0
+    }
+
+    /// A page is mapped (`HMM_PFN_VALID`).
+    pub fn is_valid(&self) -> bool {
+        self.0 & Self::VALID != 0 && !self.is_error()
+    }
+
+    /// The mapping is writable.
+    pub fn is_writable(&self) -> bool {
+        self.is_valid() && self.0 & Self::WRITE != 0
+    }
+
+    /// The address cannot be mirrored (`HMM_PFN_ERROR`).
+    pub fn is_error(&self) -> bool {
+        self.0 & Self::ERROR != 0
+    }
+
+    /// The order of the CPU mapping (0: a page, 9: a PMD on x86-64).
+    pub fn map_order(&self) -> u32 {
+        // SAFETY: Decoding only.
+        unsafe { bindings::hmm_pfn_to_map_order(self.0) }
+    }
+
+    /// The page frame number, if valid.
+    pub fn pfn(&self) -> Option<usize> {
+        self.is_valid().then_some(self.0 & !Self::FLAGS)
+    }
+
+    /// The raw page, if valid.
+    pub fn page(&self) -> Option<*mut bindings::page> {
+        // SAFETY: A valid entry names a page that exists while the lock is held.
+        self.is_valid()
+            .then(|| unsafe { bindings::hmm_pfn_to_page(self.0) })
+    }
+
+    /// The device-private folio of a `Pagemap<P>`, if this entry is one.
+    pub fn device_folio<P: DevicePrivateOps>(&self) -> Option<&'a DeviceFolio<P>> {
+        let page = self.page()?;
+        // SAFETY: The page is kept alive by the held mirror lock: it cannot
+        // be freed before an invalidation, which needs that lock.
+        unsafe { Pagemap::<P>::of_page(page) }?;
+        // SAFETY: As above, a page of a `Pagemap<P>`.
+        Some(unsafe { DeviceFolio::from_raw(bindings::page_folio(page)) })
+    }
+}
+
+#[kunit_tests(rust_kernel_mm_hmm)]
+mod tests {
+    use super::*;
+    use crate::mm::migrate::testing::{evict_all, read_user, to_device, user_pages, Backing};
+    use crate::page::PAGE_SIZE;
+
+    #[derive(Default)]
+    struct Table {
+        invalidated: KVec<Range<usize>>,
+    }
+
+    impl MirrorOps for Table {
+        fn invalidate(&mut self, range: &NotifierRange<'_>) {
+            // Test only: a real table must not allocate here.
+            let _ = self.invalidated.push(range.range(), GFP_ATOMIC);
+        }
+    }
+
+    const PMD: usize = PAGE_SIZE << crate::mm::pagemap::MAX_FOLIO_ORDER;
+
+    #[test]
+    fn owner_sees_device_pages_others_fault_them_back() -> Result {
+        let pm = KBox::pin_init(Pagemap::new(PMD, None, Backing::new(PMD)), GFP_KERNEL)?;
+        let n = 4;
+        let (addr, data) = user_pages(n, 0x77)?;
+        let moved = to_device(&pm, addr, n)?;
+        let task = crate::current!();
+        let mm = task.mm().ok_or(EINVAL)?;
+        let len = n * PAGE_SIZE;
+
+        let own = KBox::pin_init(
+            Mirror::new(mm, addr, len, Some(pm.owner()), Table::default()),
+            GFP_KERNEL,
+        )?;
+        let mut req = RangeRequest::new(addr, n, false)?;
+        let (own_device, own_order) = {
+            let f = own.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
+            let device = f
+                .iter()
+                .filter(|(_, p)| p.device_folio::<Backing>().is_some())
+                .count();
+            (device, f.pfn(0).map(|p| p.map_order()))
+        };
+        let used_after_own = pm.nr_used();
+
+        let other = KBox::pin_init(
+            Mirror::new(mm, addr, len, None, Table::default()),
+            GFP_KERNEL,
+        )?;
+        let mut req = RangeRequest::new(addr, n, true)?;
+        let (other_valid, other_writable, other_device) = {
+            let f = other.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
+            (
+                f.iter().filter(|(_, p)| p.is_valid()).count(),
+                f.iter().filter(|(_, p)| p.is_writable()).count(),
+                f.iter()
+                    .filter(|(_, p)| p.device_folio::<Backing>().is_some())
+                    .count(),
+            )
+        };
+        let used_after_other = pm.nr_used();
+        let back = read_user(addr, len)?;
+        let leftover = evict_all(&pm)?;
+
+        // Unmapping the first page invalidates both mirrors.
+        // SAFETY: The range is the test's own mapping.
+        to_result(unsafe { bindings::vm_munmap(addr, PAGE_SIZE) })?;
+        let seen = |m: &Mirror<Table>| {
+            m.lock()
+                .invalidated
+                .iter()
+                .any(|r| r.start <= addr && r.end > addr)
+        };
+
+        assert_eq!(moved, n);
+        assert_eq!(own_device, n);
+        assert_eq!(own_order, Some(0));
+        assert_eq!(used_after_own, n);
+        assert_eq!(other_valid, n);
+        assert_eq!(other_writable, n);
+        assert_eq!(other_device, 0);
+        assert_eq!(used_after_other, 0);
+        assert_eq!(pm.data().faults.load(crate::sync::atomic::Relaxed), n);
+        assert!(back[..] == data[..]);
+        assert_eq!(leftover, 0);
+        assert!(seen(&own));
+        assert!(seen(&other));
+        Ok(())
+    }
+
+    #[test]
+    fn requests_validate_their_range() {
+        assert_eq!(RangeRequest::new(1, 1, false).err(), Some(EINVAL));
+        assert_eq!(RangeRequest::new(0, 0, false).err(), Some(EINVAL));
+        assert_eq!(
+            RangeRequest::new(usize::MAX & !(PAGE_SIZE - 1), 2, false).err(),
+            Some(EINVAL)
+        );
+        assert_eq!(
+            RangeRequest::snapshot(PAGE_SIZE, usize::MAX).err(),
+            Some(EINVAL)
+        );
+        assert!(RangeRequest::new(PAGE_SIZE, 3, true).is_ok_and(|r| r.len() == 3));
+    }
+
+    #[test]
+    fn faulting_an_unmapped_range_fails() -> Result {
+        let (addr, _) = user_pages(1, 0)?;
+        let task = crate::current!();
+        let mm = task.mm().ok_or(EINVAL)?;
+        // SAFETY: The range is the test's own mapping.
+        to_result(unsafe { bindings::vm_munmap(addr, PAGE_SIZE) })?;
+        let m = KBox::pin_init(
+            Mirror::new(mm, addr, PAGE_SIZE, None, Table::default()),
+            GFP_KERNEL,
+        )?;
+        let mut req = RangeRequest::new(addr, 1, false)?;
+        assert_eq!(m.fault(&mut req, DEFAULT_TIMEOUT_MS).err(), Some(EFAULT));
+        Ok(())
+    }
+}

@@ -1,0 +1,718 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Device-private memory: `MEMORY_DEVICE_PRIVATE` ZONE_DEVICE pagemaps.
+//!
+//! A device with memory the CPU cannot address coherently (a GPU's VRAM) can
+//! still hold pages of a process: [`Pagemap`] reserves an unused physical
+//! range, creates a `struct page` for every page of it with
+//! `memremap_pages()`, and the driver migrates anonymous memory into those
+//! *device-private* pages (see [`crate::mm::migrate`]). The CPU page tables
+//! then hold special swap entries; a CPU access faults into
+//! [`DevicePrivateOps::migrate_to_ram`].
+//!
+//! The pagemap also allocates its pages: every page is free until
+//! [`Pagemap::alloc_folio`] hands it out, and free again once core mm drops
+//! its last reference and [`DevicePrivateOps::folio_free`] has run. Keeping
+//! the allocator here, under a spinlock, is what makes allocation safe: only
+//! free pages are ever initialised, and `folio_free` may be called from any
+//! context where a page reference is dropped.
+//!
+//! C header: [`include/linux/memremap.h`](srctree/include/linux/memremap.h)
+
+use crate::{
+    bindings,
+    bitmap::BitmapVec,
+    error::{Error, Result},
+    prelude::*,
+    sync::SpinLock,
+    types::Opaque,
+};
+use core::{any::TypeId, ffi::c_void, marker::PhantomData, ops::Range};
+
+/// The owner cookie of device-private pages.
+///
+/// HMM reports device-private pages whose pagemap owner matches the range's
+/// owner instead of faulting them back to system memory, and `migrate_vma`
+/// selects device-private pages by owner. Drivers that share device memory
+/// through an interconnect can share an owner; otherwise each pagemap is its
+/// own owner.
+///
+/// The cookie is only ever compared, never dereferenced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Owner(*mut c_void);
+
+// SAFETY: `Owner` is an opaque value that is never dereferenced.
+unsafe impl Send for Owner {}
+// SAFETY: `Owner` is an opaque value that is never dereferenced.
+unsafe impl Sync for Owner {}
+
+impl Owner {
+    /// An owner cookie as found in a C structure.
+    pub(crate) fn from_raw(ptr: *mut c_void) -> Self {
+        Owner(ptr)
+    }
+
+    /// The raw cookie, for the C structures that carry it.
+    pub fn as_ptr(self) -> *mut c_void {
+        self.0
+    }
+}
+
+/// The largest folio order a [`Pagemap`] hands out (a PMD on x86-64).
+pub const MAX_FOLIO_ORDER: u32 = bindings::PMD_ORDER;
+
+/// Why a CPU fault on a device-private page could not be served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultError {
+    /// Out of memory: the faulting task gets the OOM treatment.
+    Oom,
+    /// The data is gone: the faulting task gets `SIGBUS`.
+    SigBus,
+}
+
+impl FaultError {
+    fn to_vm_fault(self) -> bindings::vm_fault_t {
+        match self {
+            FaultError::Oom => bindings::vm_fault_reason_VM_FAULT_OOM as bindings::vm_fault_t,
+            FaultError::SigBus => bindings::vm_fault_reason_VM_FAULT_SIGBUS as bindings::vm_fault_t,
+        }
+    }
+}
+
+/// Callbacks of the driver that owns a [`Pagemap`].
+pub trait DevicePrivateOps: Send + Sync + Sized + 'static {
+    /// The last reference to `folio` is gone.
+    ///
+    /// Called in any context that can drop a page reference (it must not
+    /// sleep). Release what the driver associates with the folio (its
+    /// device page-table entries, statistics); the pagemap returns the
+    /// pages to its allocator after this returns.
+    fn folio_free(pagemap: &Pagemap<Self>, folio: &DeviceFolio<Self>);
+
+    /// A CPU touched a device-private page of this pagemap.
+    ///
+    /// Called with the mmap lock held for read and a reference on
+    /// `fault.page()`. Migrate the page (at least) back to system memory,
+    /// typically with [`crate::mm::migrate::MigrateVma::for_fault`].
+    fn migrate_to_ram(
+        pagemap: &Pagemap<Self>,
+        fault: &DeviceFault<'_, Self>,
+    ) -> core::result::Result<(), FaultError>;
+}
+
+/// The part of every [`Pagemap`] that the C callbacks reach without knowing
+/// its driver type: the `dev_pagemap`, the type of the pagemap it heads, and
+/// that type's callbacks.
+///
+/// All Rust pagemaps share one `dev_pagemap_ops`, [`OPS`], a `static` with a
+/// unique address, so that `pgmap->ops == &OPS` tells a Rust pagemap from
+/// any other; `type_id` then tells which `Pagemap<T>` it is.
+///
+/// # Invariants
+///
+/// `pgmap` is a `MEMORY_DEVICE_PRIVATE` pagemap registered with
+/// `memremap_pages()`, `nr_range == 1`, over a range reserved with
+/// `request_free_mem_region()`, with `ops == &OPS` and `owner` pointing at
+/// `pgmap` itself, until drop. The header is the first field of a
+/// `Pagemap<T>` with `TypeId::of::<T>() == type_id` whose callbacks are
+/// `folio_free` and `migrate_to_ram`.
+#[repr(C)]
+#[pin_data(PinnedDrop)]
+struct Header {
+    #[pin]
+    pgmap: Opaque<bindings::dev_pagemap>,
+    type_id: TypeId,
+    folio_free: unsafe fn(*const Header, *mut bindings::folio),
+    migrate_to_ram: unsafe fn(*const Header, *mut bindings::vm_fault) -> bindings::vm_fault_t,
+}
+
+static OPS: bindings::dev_pagemap_ops = bindings::dev_pagemap_ops {
+    folio_free: Some(folio_free_trampoline),
+    migrate_to_ram: Some(migrate_to_ram_trampoline),
+    memory_failure: None,
+    folio_split: None,
+};
+
+/// # Safety
+///
+/// Only called by core mm, as `dev_pagemap_ops::folio_free` of a pagemap
+/// whose ops are [`OPS`].
+unsafe extern "C" fn folio_free_trampoline(folio: *mut bindings::folio) {
+    // SAFETY: `folio` is a valid folio of a pagemap with our ops, which is
+    // the `pgmap` of a live `Header` (type invariant).
+    let h = unsafe { Header::of_pgmap(bindings::page_pgmap(folio.cast())) };
+    // SAFETY: As above; `folio_free` is the callback of the header's type.
+    unsafe { ((*h).folio_free)(h, folio) }
+}
+
+/// # Safety
+///
+/// Only called by core mm, as `dev_pagemap_ops::migrate_to_ram`, with a
+/// valid `vmf` whose page belongs to a pagemap whose ops are [`OPS`].
+unsafe extern "C" fn migrate_to_ram_trampoline(
+    vmf: *mut bindings::vm_fault,
+) -> bindings::vm_fault_t {
+    // SAFETY: As above.
+    let h = unsafe { Header::of_pgmap(bindings::page_pgmap((*vmf).page)) };
+    // SAFETY: As above.
+    unsafe { ((*h).migrate_to_ram)(h, vmf) }
+}
+
+impl Header {
+    /// # Safety
+    ///
+    /// `pgmap` must be the `pgmap` of a live `Header`.
+    unsafe fn of_pgmap(pgmap: *const bindings::dev_pagemap) -> *const Header {
+        // SAFETY: `pgmap` is the first field of a `Header` (safety requirement).
+        unsafe {
+            crate::container_of!(
+                pgmap.cast::<Opaque<bindings::dev_pagemap>>().cast_mut(),
+                Header,
+                pgmap
+            )
+        }
+    }
+
+    fn new<T: DevicePrivateOps>(size: usize, nid: Option<i32>) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            pgmap <- Opaque::try_ffi_init(move |pgmap: *mut bindings::dev_pagemap| {
+                // SAFETY: `iomem_resource` is the root of the iomem tree; the name is static.
+                let res = unsafe {
+                    bindings::request_free_mem_region(
+                        &raw mut bindings::iomem_resource,
+                        size,
+                        c"device-private".as_char_ptr(),
+                    )
+                };
+                let res = crate::error::from_err_ptr(res)?;
+                // SAFETY: `res` is a valid resource just reserved for us.
+                let (start, end) = unsafe { ((*res).start, (*res).end) };
+
+                // SAFETY: `pgmap` is valid for writes; all-zeroes is a valid
+                // `dev_pagemap` to start from (`memremap_pages()` initialises
+                // the reference count and completion).
+                unsafe {
+                    pgmap.write(core::mem::zeroed());
+                    (*pgmap).type_ = bindings::memory_type_MEMORY_DEVICE_PRIVATE;
+                    *(*pgmap).__bindgen_anon_1.range.as_mut() = bindings::range { start, end };
+                    (*pgmap).nr_range = 1;
+                    (*pgmap).ops = &OPS;
+                    (*pgmap).owner = pgmap.cast();
+                }
+                // SAFETY: `pgmap` is initialised as `memremap_pages()` requires
+                // and, being pinned, stays at this address until `drop`
+                // unregisters it.
+                let ret = unsafe { bindings::memremap_pages(pgmap, nid.unwrap_or(bindings::NUMA_NO_NODE)) };
+                if let Err(e) = crate::error::from_err_ptr(ret) {
+                    // SAFETY: The region was reserved above and is not used.
+                    unsafe { bindings::release_mem_region(start, end - start + 1) };
+                    return Err(e);
+                }
+                Ok(())
+            }),
+            type_id: TypeId::of::<T>(),
+            folio_free: Pagemap::<T>::folio_free_callback,
+            migrate_to_ram: Pagemap::<T>::migrate_to_ram_callback,
+        })
+    }
+
+    fn range(&self) -> Range<u64> {
+        // SAFETY: The range is immutable while registered (type invariant).
+        let r = unsafe { *(*self.pgmap.get()).__bindgen_anon_1.range.as_ref() };
+        r.start..r.end + 1
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for Header {
+    fn drop(self: Pin<&mut Self>) {
+        let range = self.range();
+        // SAFETY: The pagemap is registered (type invariant). This waits until
+        // every page is freed: pages still mapped by processes keep it
+        // waiting, which is why drivers evict first
+        // (`crate::mm::migrate::Eviction`). The rest of the `Pagemap`, which
+        // the callbacks use meanwhile, is dropped after its header.
+        unsafe { bindings::memunmap_pages(self.pgmap.get()) };
+        // SAFETY: The region was reserved in `new` and nothing uses it now.
+        unsafe { bindings::release_mem_region(range.start, range.end - range.start) };
+    }
+}
+
+/// A device-private pagemap with its page allocator.
+///
+/// # Invariants
+///
+/// - `header` is registered as its type invariant says, for `T`.
+/// - A bit set in `used` means the page at that index is allocated: it was
+///   initialised by [`Pagemap::alloc_folio`] and core mm has not freed it yet.
+///   Only clear pages are passed to `zone_device_folio_init()`.
+#[repr(C)]
+#[pin_data]
+pub struct Pagemap<T: DevicePrivateOps> {
+    // Must stay first (see `Header`) and be dropped first: its drop waits
+    // for callbacks that use the other fields.
+    #[pin]
+    header: Header,
+    #[pin]
+    used: SpinLock<BitmapVec>,
+    #[pin]
+    data: T,
+}
+
+// SAFETY: The C pagemap may be used from any thread; `T` is `Send + Sync`.
+unsafe impl<T: DevicePrivateOps> Send for Pagemap<T> {}
+// SAFETY: All mutable state is behind `used`'s lock or owned by C.
+unsafe impl<T: DevicePrivateOps> Sync for Pagemap<T> {}
+
+impl<T: DevicePrivateOps> Pagemap<T> {
+    /// Creates a device-private pagemap of `size` bytes on NUMA node `nid`
+    /// (`None`: no preference).
+    ///
+    /// `size` must be a non-zero multiple of the PMD size so that every page
+    /// can be part of a PMD-sized folio; otherwise `EINVAL`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use kernel::mm::pagemap::{DeviceFault, DeviceFolio, DevicePrivateOps, FaultError, Pagemap};
+    /// use kernel::prelude::*;
+    ///
+    /// struct Vram;
+    ///
+    /// impl DevicePrivateOps for Vram {
+    ///     fn folio_free(_pm: &Pagemap<Self>, _folio: &DeviceFolio<Self>) {}
+    ///     fn migrate_to_ram(
+    ///         _pm: &Pagemap<Self>,
+    ///         _fault: &DeviceFault<'_, Self>,
+    ///     ) -> core::result::Result<(), FaultError> {
+    ///         Err(FaultError::SigBus)
+    ///     }
+    /// }
+    ///
+    /// let pm = KBox::pin_init(Pagemap::new(4 << 20, None, Vram), GFP_KERNEL)?;
+    /// assert_eq!(pm.nr_pages(), (4 << 20) / kernel::page::PAGE_SIZE);
+    /// let folio = pm.alloc_folio(0)?;
+    /// assert_eq!(folio.index(), 0);
+    /// drop(folio); // The page is free again.
+    /// assert_eq!(pm.alloc_folio(0)?.index(), 0);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn new<E>(
+        size: usize,
+        nid: Option<i32>,
+        data: impl PinInit<T, E>,
+    ) -> impl PinInit<Self, Error>
+    where
+        Error: From<E>,
+    {
+        let pmd = crate::page::PAGE_SIZE << MAX_FOLIO_ORDER;
+        let nr_pages = size / crate::page::PAGE_SIZE;
+        // SAFETY: `data`'s initializer is called exactly as the closure is;
+        // only its error is converted.
+        let data = unsafe {
+            pin_init::pin_init_from_closure(move |slot: *mut T| {
+                data.__init(slot).map_err(Error::from)
+            })
+        };
+        try_pin_init!(Self {
+            header <- Header::new::<T>(size, nid),
+            used <- {
+                let bits = if size == 0 || size % pmd != 0 {
+                    Err(EINVAL)
+                } else {
+                    BitmapVec::new(nr_pages, GFP_KERNEL).map_err(|_| ENOMEM)
+                };
+                crate::new_spinlock!(bits?, "Pagemap::used")
+            },
+            data <- data,
+        })
+    }
+
+    fn raw(&self) -> *mut bindings::dev_pagemap {
+        self.header.pgmap.get()
+    }
+
+    /// The driver data.
+    pub fn data(&self) -> &T {
+        &self.data
+    }
+
+    /// The owner cookie of this pagemap's pages.
+    pub fn owner(&self) -> Owner {
+        // SAFETY: `owner` is written once before registration.
+        Owner(unsafe { (*self.raw()).owner })
+    }
+
+    /// The physical address range the pages stand for (not addressable memory).
+    pub fn phys_range(&self) -> Range<u64> {
+        self.header.range()
+    }
+
+    /// The page frame numbers of this pagemap.
+    pub fn pfn_range(&self) -> Range<usize> {
+        let r = self.phys_range();
+        (r.start >> crate::page::PAGE_SHIFT) as usize..(r.end >> crate::page::PAGE_SHIFT) as usize
+    }
+
+    /// The number of pages.
+    pub fn nr_pages(&self) -> usize {
+        self.pfn_range().len()
+    }
+
+    /// The number of pages currently allocated.
+    pub fn nr_used(&self) -> usize {
+        let used = self.used.lock();
+        let mut n = 0;
+        let mut i = 0;
+        while let Some(b) = used.next_bit(i) {
+            n += 1;
+            i = b + 1;
+        }
+        n
+    }
+
+    /// Allocates a folio of `2^order` pages, naturally aligned.
+    ///
+    /// The folio is locked and holds one reference, as a destination of
+    /// migration expects; dropping it unused frees it. Returns `EINVAL` for
+    /// an order above [`MAX_FOLIO_ORDER`] and `ENOMEM` when no such run of
+    /// free pages is left.
+    pub fn alloc_folio(&self, order: u32) -> Result<NewFolio<'_, T>> {
+        if order > MAX_FOLIO_ORDER || (order > 0 && !cfg!(CONFIG_ARCH_ENABLE_THP_MIGRATION)) {
+            return Err(EINVAL);
+        }
+        let n = 1usize << order;
+        let index = {
+            let mut used = self.used.lock();
+            let mut base = 0;
+            loop {
+                if base + n > self.nr_pages() {
+                    return Err(ENOMEM);
+                }
+                match used.next_bit(base) {
+                    Some(b) if b < base + n => base = (b + n) & !(n - 1),
+                    _ => break,
+                }
+            }
+            for i in base..base + n {
+                used.set_bit(i);
+            }
+            base
+        };
+        let page = self.page_ptr(index);
+        // SAFETY: The pages `index..index + n` were free (type invariant) and
+        // are now marked used, so nothing else initialises or uses them; the
+        // pagemap is registered. `index` is aligned to `n`.
+        unsafe { bindings::zone_device_folio_init(page.cast(), self.raw(), order) };
+        // INVARIANT: The folio was just initialised, locked with one reference.
+        Ok(NewFolio {
+            // SAFETY: `page` is a page of this pagemap.
+            folio: unsafe { DeviceFolio::from_raw(page.cast()) },
+        })
+    }
+
+    /// The `struct page` of page `index`; `index < nr_pages()`.
+    fn page_ptr(&self, index: usize) -> *mut bindings::page {
+        debug_assert!(index < self.nr_pages());
+        // SAFETY: `memremap_pages()` created a `struct page` for every pfn of the range.
+        unsafe { bindings::pfn_to_page(self.pfn_range().start + index) }
+    }
+
+    /// Returns the pagemap of a device-private page, if it is one of ours.
+    ///
+    /// # Safety
+    ///
+    /// `page` must point to a valid `struct page` on which the caller holds a
+    /// reference (or which the caller otherwise keeps from being freed).
+    pub unsafe fn of_page<'a>(page: *const bindings::page) -> Option<&'a Self> {
+        // SAFETY: `page` is valid (safety requirement).
+        if !unsafe { bindings::is_device_private_page(page) } {
+            return None;
+        }
+        // SAFETY: A device-private page has a pagemap, alive while the page is.
+        let pgmap = unsafe { bindings::page_pgmap(page) };
+        // SAFETY: Reading the ops pointer of a live pagemap.
+        if !core::ptr::eq(unsafe { (*pgmap).ops }, &OPS) {
+            return None;
+        }
+        // SAFETY: Only `Header`s use `OPS` (type invariant), and they outlive
+        // their pages.
+        let h = unsafe { Header::of_pgmap(pgmap) };
+        // SAFETY: As above.
+        if unsafe { (*h).type_id } != TypeId::of::<T>() {
+            return None;
+        }
+        // SAFETY: The header is the first field of a `Pagemap<T>` (`repr(C)`)
+        // of this type (type invariant of `Header`).
+        Some(unsafe { &*h.cast::<Self>() })
+    }
+
+    /// # Safety
+    ///
+    /// `h` is the header of a `Pagemap<T>` and `folio` a folio of it whose
+    /// last reference is gone.
+    unsafe fn folio_free_callback(h: *const Header, folio: *mut bindings::folio) {
+        // SAFETY: `h` heads a live `Pagemap<T>` (safety requirement).
+        let pm = unsafe { &*h.cast::<Self>() };
+        // SAFETY: `folio` belongs to `pm`.
+        let f = unsafe { DeviceFolio::<T>::from_raw(folio) };
+        T::folio_free(pm, f);
+        let (index, n) = (f.index(), f.nr_pages());
+        let mut used = pm.used.lock();
+        for i in index..index + n {
+            used.clear_bit(i);
+        }
+    }
+
+    /// # Safety
+    ///
+    /// `h` is the header of a `Pagemap<T>`, `vmf` a valid fault on a
+    /// referenced page of it, with the mmap or VMA lock held.
+    unsafe fn migrate_to_ram_callback(
+        h: *const Header,
+        vmf: *mut bindings::vm_fault,
+    ) -> bindings::vm_fault_t {
+        // SAFETY: `h` heads a live `Pagemap<T>` (safety requirement).
+        let pm = unsafe { &*h.cast::<Self>() };
+        // INVARIANT: `vmf` is valid for the duration of the call, its page is ours.
+        let fault = DeviceFault {
+            vmf,
+            _p: PhantomData,
+        };
+        match T::migrate_to_ram(pm, &fault) {
+            Ok(()) => 0,
+            Err(e) => e.to_vm_fault(),
+        }
+    }
+}
+
+/// A folio of device-private pages of a [`Pagemap<T>`].
+///
+/// # Invariants
+///
+/// The folio belongs to a `Pagemap<T>`, which outlives every reference to it.
+#[repr(transparent)]
+pub struct DeviceFolio<T: DevicePrivateOps>(Opaque<bindings::folio>, PhantomData<T>);
+
+impl<T: DevicePrivateOps> DeviceFolio<T> {
+    /// # Safety
+    ///
+    /// `folio` must be a folio of a `Pagemap<T>` that stays allocated for `'a`.
+    pub(crate) unsafe fn from_raw<'a>(folio: *mut bindings::folio) -> &'a Self {
+        // SAFETY: `DeviceFolio` is a transparent wrapper of `folio`.
+        unsafe { &*folio.cast() }
+    }
+
+    /// The raw `struct folio`.
+    pub fn as_raw(&self) -> *mut bindings::folio {
+        self.0.get()
+    }
+
+    /// The pagemap of this folio.
+    pub fn pagemap(&self) -> &Pagemap<T> {
+        // SAFETY: By the type invariant the folio is ours and alive.
+        unsafe { Pagemap::of_page(self.as_raw().cast()) }.expect("a folio of a Pagemap<T>")
+    }
+
+    /// The pfn of the first page.
+    pub fn pfn(&self) -> usize {
+        // SAFETY: The folio is valid.
+        unsafe { bindings::folio_pfn(self.as_raw()) as usize }
+    }
+
+    /// The index of the first page in its pagemap.
+    pub fn index(&self) -> usize {
+        self.pfn() - self.pagemap().pfn_range().start
+    }
+
+    /// The folio order (0 for a single page, [`MAX_FOLIO_ORDER`] for a PMD).
+    pub fn order(&self) -> u32 {
+        // SAFETY: The folio is valid.
+        unsafe { bindings::folio_order(self.as_raw()) }
+    }
+
+    /// The number of pages.
+    pub fn nr_pages(&self) -> usize {
+        1 << self.order()
+    }
+}
+
+/// A freshly allocated, locked device folio with one reference.
+///
+/// It becomes a process's memory when handed to a migration as destination;
+/// dropped unused, it is unlocked and freed.
+///
+/// # Invariants
+///
+/// `folio` is locked and this object owns one reference to it.
+pub struct NewFolio<'a, T: DevicePrivateOps> {
+    folio: &'a DeviceFolio<T>,
+}
+
+impl<'a, T: DevicePrivateOps> NewFolio<'a, T> {
+    /// Gives up ownership of the lock and the reference, e.g. to a
+    /// migration that takes them over; returns the folio.
+    pub(crate) fn into_raw(self) -> *mut bindings::folio {
+        let f = self.folio.as_raw();
+        core::mem::forget(self);
+        f
+    }
+}
+
+impl<T: DevicePrivateOps> core::ops::Deref for NewFolio<'_, T> {
+    type Target = DeviceFolio<T>;
+
+    fn deref(&self) -> &DeviceFolio<T> {
+        self.folio
+    }
+}
+
+impl<T: DevicePrivateOps> Drop for NewFolio<'_, T> {
+    fn drop(&mut self) {
+        // SAFETY: We own the lock and one reference (type invariant); putting
+        // the last one frees the folio through `folio_free`.
+        unsafe {
+            bindings::folio_unlock(self.folio.as_raw());
+            bindings::folio_put(self.folio.as_raw());
+        }
+    }
+}
+
+/// A CPU fault on a device-private page, in [`DevicePrivateOps::migrate_to_ram`].
+///
+/// # Invariants
+///
+/// `vmf` is a valid `struct vm_fault` for the lifetime `'a`, the mmap lock
+/// (or the VMA lock) is held, and `vmf->page` is a referenced page of a
+/// `Pagemap<T>`.
+pub struct DeviceFault<'a, T: DevicePrivateOps> {
+    vmf: *mut bindings::vm_fault,
+    _p: PhantomData<(&'a bindings::vm_fault, T)>,
+}
+
+impl<T: DevicePrivateOps> DeviceFault<'_, T> {
+    /// The raw `struct vm_fault`.
+    pub fn as_raw(&self) -> *mut bindings::vm_fault {
+        self.vmf
+    }
+
+    /// The faulting address, page aligned.
+    pub fn address(&self) -> usize {
+        // SAFETY: `vmf` is valid (type invariant).
+        unsafe { (*self.vmf).__bindgen_anon_1.address }
+    }
+
+    /// The device-private folio that was touched.
+    pub fn folio(&self) -> &DeviceFolio<T> {
+        // SAFETY: `vmf->page` is a referenced page of a `Pagemap<T>` (type invariant).
+        unsafe { DeviceFolio::from_raw(bindings::page_folio((*self.vmf).page)) }
+    }
+
+    /// The VMA of the fault.
+    pub fn vma(&self) -> &crate::mm::virt::VmaRef {
+        // SAFETY: The VMA is valid and its mm's lock is held for `'a` (type invariant).
+        unsafe { crate::mm::virt::VmaRef::from_raw((*self.vmf).__bindgen_anon_1.vma) }
+    }
+}
+
+#[kunit_tests(rust_kernel_mm_pagemap)]
+mod tests {
+    use super::*;
+    use crate::sync::atomic::{Atomic, Relaxed};
+
+    struct Counting {
+        freed: Atomic<usize>,
+    }
+
+    impl DevicePrivateOps for Counting {
+        fn folio_free(_pm: &Pagemap<Self>, folio: &DeviceFolio<Self>) {
+            _pm.data().freed.fetch_add(folio.nr_pages(), Relaxed);
+        }
+
+        fn migrate_to_ram(
+            _pm: &Pagemap<Self>,
+            _fault: &DeviceFault<'_, Self>,
+        ) -> core::result::Result<(), FaultError> {
+            Err(FaultError::SigBus)
+        }
+    }
+
+    const PMD: usize = crate::page::PAGE_SIZE << MAX_FOLIO_ORDER;
+
+    fn new_pm(size: usize) -> Result<Pin<KBox<Pagemap<Counting>>>> {
+        KBox::pin_init(
+            Pagemap::new(
+                size,
+                None,
+                Counting {
+                    freed: Atomic::new(0),
+                },
+            ),
+            GFP_KERNEL,
+        )
+    }
+
+    #[test]
+    fn rejects_bad_sizes() {
+        assert_eq!(new_pm(0).err(), Some(EINVAL));
+        assert_eq!(new_pm(PMD + crate::page::PAGE_SIZE).err(), Some(EINVAL));
+    }
+
+    #[test]
+    fn pages_belong_to_their_pagemap() -> Result {
+        let a = new_pm(PMD)?;
+        let b = new_pm(PMD)?;
+        assert_ne!(a.owner(), b.owner());
+        assert_eq!(a.nr_pages(), PMD / crate::page::PAGE_SIZE);
+        assert!(
+            a.phys_range().start >= b.phys_range().end
+                || b.phys_range().start >= a.phys_range().end
+        );
+        let f = a.alloc_folio(0)?;
+        assert_eq!(f.pfn(), a.pfn_range().start);
+        assert!(core::ptr::eq(f.pagemap(), &*a));
+        // SAFETY: `f` holds a reference.
+        assert!(unsafe { Pagemap::<Counting>::of_page(f.as_raw().cast()) }.is_some());
+        Ok(())
+    }
+
+    #[test]
+    fn allocates_until_full_and_frees_through_folio_free() -> Result {
+        let pm = new_pm(PMD)?;
+        let n = pm.nr_pages();
+        let mut v = KVec::new();
+        for i in 0..n {
+            let f = pm.alloc_folio(0)?;
+            assert_eq!(f.index(), i);
+            v.push(f, GFP_KERNEL)?;
+        }
+        assert_eq!(pm.nr_used(), n);
+        assert_eq!(pm.alloc_folio(0).err(), Some(ENOMEM));
+        v.truncate(n - 1);
+        assert_eq!(pm.data().freed.load(Relaxed), 1);
+        assert_eq!(pm.alloc_folio(0)?.index(), n - 1);
+        drop(v);
+        assert_eq!(pm.nr_used(), 0);
+        assert_eq!(pm.data().freed.load(Relaxed), n + 1);
+        Ok(())
+    }
+
+    #[test]
+    fn pmd_folios_are_aligned() -> Result {
+        if !cfg!(CONFIG_ARCH_ENABLE_THP_MIGRATION) {
+            return Ok(());
+        }
+        let pm = new_pm(2 * PMD)?;
+        let small = pm.alloc_folio(0)?;
+        let big = pm.alloc_folio(MAX_FOLIO_ORDER)?;
+        assert_eq!(big.index(), 1 << MAX_FOLIO_ORDER);
+        assert_eq!(big.order(), MAX_FOLIO_ORDER);
+        assert_eq!(pm.alloc_folio(MAX_FOLIO_ORDER).err(), Some(ENOMEM));
+        assert_eq!(pm.alloc_folio(MAX_FOLIO_ORDER + 1).err(), Some(EINVAL));
+        drop(big);
+        assert_eq!(pm.data().freed.load(Relaxed), 1 << MAX_FOLIO_ORDER);
+        drop(small);
+        assert_eq!(pm.nr_used(), 0);
+        Ok(())
+    }
+}
