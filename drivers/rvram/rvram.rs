@@ -4,6 +4,11 @@
 //!
 //! The device is QEMU's `ivshmem-plain` (PCI 1af4:1110): its BAR2, a
 //! prefetchable memory BAR backed by host RAM, stands in for a GPU's VRAM.
+//! Each VRAM page is two pages for the kernel: a device-private page (a
+//! [`Pagemap`] over a free physical range), which is what process page
+//! tables point at while data lives in VRAM, and a P2PDMA page at the BAR
+//! address, the page a peer device can DMA to.
+//!
 //! Each bound device gets an index (`rvramN`) and a debugfs directory,
 //! `/sys/kernel/debug/rvram/rvramN/`, documented in
 //! `Documentation/misc-devices/rvram.rst`.
@@ -13,9 +18,10 @@ use kernel::{
     device::{Bound, Core},
     driver,
     io::Io,
+    mm::pagemap::{DeviceFault, DeviceFolio, DevicePrivateOps, FaultError, Pagemap},
     pci,
     prelude::*,
-    sync::Mutex,
+    str::CString,
     InPlaceModule, ThisModule,
 };
 
@@ -26,7 +32,7 @@ use vram::VramLayout;
 /// The BAR that holds VRAM on ivshmem-plain.
 const VRAM_BAR: u32 = 2;
 /// PCI device id of ivshmem (vendor Red Hat / Qumranet).
-const IVSHMEM_DEVICE_ID: u16 = 0x1110;
+const IVSHMEM_DEVICE_ID: u32 = 0x1110;
 /// Devices one module instance drives; bounds the index bitmap.
 const MAX_DEVICES: u32 = u64::BITS;
 
@@ -69,17 +75,42 @@ impl Drop for DevIndex {
     }
 }
 
+/// The owner side of rvram's device-private pages.
+struct VramPages;
+
+impl DevicePrivateOps for VramPages {
+    fn folio_free(_pm: &Pagemap<Self>, _folio: &DeviceFolio<Self>) {}
+
+    fn migrate_to_ram(
+        _pm: &Pagemap<Self>,
+        _fault: &DeviceFault<'_, Self>,
+    ) -> core::result::Result<(), FaultError> {
+        // rvram does not migrate process memory into VRAM yet: no process
+        // maps one of its device-private pages, so no CPU fault gets here.
+        Err(FaultError::SigBus)
+    }
+}
+
 /// Per-device state.
-#[pin_data]
+#[pin_data(PinnedDrop)]
 struct Rvram<'bound> {
     pdev: &'bound pci::Device<Bound>,
     /// Mapping of all of BAR2.
     vram: pci::Bar<'bound>,
     layout: VramLayout,
+    /// The device-private pages, one per VRAM page.
+    pages: Pin<KBox<Pagemap<VramPages>>>,
+    /// All of BAR2 as P2PDMA memory, reserved so that the P2PDMA pool never
+    /// hands VRAM to anyone else: VRAM page `i` is P2PDMA page `p2p.pfn() + i`.
+    p2p: pci::P2pMem<'bound>,
     index: DevIndex,
     dir: Dir,
     #[pin]
     vram_size: File<u64>,
+    #[pin]
+    private_pfn: File<u64>,
+    #[pin]
+    p2p_pfn: File<u64>,
 }
 
 impl Rvram<'_> {
@@ -87,7 +118,10 @@ impl Rvram<'_> {
     /// and leaves it zeroed there.
     fn probe_vram(vram: &pci::Bar<'_>, layout: &VramLayout) -> Result {
         let last = usize::try_from(layout.size())? - core::mem::size_of::<u64>();
-        for (offset, pattern) in [(0, 0x5256_5241_4d30_a55a_u64), (last, !0x5256_5241_4d30_a55a)] {
+        for (offset, pattern) in [
+            (0, 0x5256_5241_4d30_a55a_u64),
+            (last, !0x5256_5241_4d30_a55a),
+        ] {
             vram.try_write64(pattern, offset)?;
             if vram.try_read64(offset)? != pattern {
                 return Err(EIO);
@@ -120,6 +154,7 @@ impl pci::Driver for RvramDriver {
         _info: Option<&'bound Self::IdInfo>,
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
         pin_init::pin_init_scope(move || {
+            pdev.enable_device_mem()?;
             let pdev: &'bound pci::Device<Bound> = pdev;
             let len = pdev.resource_len(VRAM_BAR)?;
             let layout = VramLayout::new(len).inspect_err(|_| {
@@ -128,11 +163,21 @@ impl pci::Driver for RvramDriver {
                     "BAR{VRAM_BAR} of {len} bytes cannot be VRAM (needs a non-zero multiple of 2 MiB, at most 64 GiB)\n"
                 );
             })?;
-            pdev.enable_device_mem()?;
             let vram = pdev.iomap_region(VRAM_BAR, c"rvram")?;
             Rvram::probe_vram(&vram, &layout).inspect_err(|e| {
                 dev_err!(pdev, "VRAM read-back check failed: {e:?}\n");
             })?;
+            pdev.p2pdma_add_resource(VRAM_BAR, 0, 0).inspect_err(|e| {
+                dev_err!(
+                    pdev,
+                    "cannot publish BAR{VRAM_BAR} as P2PDMA memory: {e:?}\n"
+                );
+            })?;
+            let p2p = pdev.alloc_p2pmem(usize::try_from(layout.size())?)?;
+            if p2p.phys_addr() != pdev.resource_start(VRAM_BAR)? {
+                dev_err!(pdev, "P2PDMA pool does not start at BAR{VRAM_BAR}\n");
+                return Err(EIO);
+            }
             let index = DevIndex::alloc().inspect_err(|_| {
                 dev_err!(pdev, "more than {MAX_DEVICES} devices\n");
             })?;
@@ -149,20 +194,31 @@ impl pci::Driver for RvramDriver {
                 layout.pages()
             );
             let size = layout.size();
+            let p2p_pfn = p2p.pfn() as u64;
+            let pages = KBox::pin_init(
+                Pagemap::new(usize::try_from(size)?, None, VramPages),
+                GFP_KERNEL,
+            )?;
+            let private_pfn = pages.pfn_range().start as u64;
             Ok(try_pin_init!(Rvram {
                 pdev,
                 vram,
                 layout,
+                pages,
+                p2p,
                 index,
                 dir: dir.clone(),
                 vram_size <- dir.read_only_file(c"vram_size", size),
+                private_pfn <- dir.read_only_file(c"device_private_pfn", private_pfn),
+                p2p_pfn <- dir.read_only_file(c"p2pdma_pfn", p2p_pfn),
             }))
         })
     }
 }
 
-impl Drop for Rvram<'_> {
-    fn drop(&mut self) {
+#[pinned_drop]
+impl PinnedDrop for Rvram<'_> {
+    fn drop(self: Pin<&mut Self>) {
         dev_info!(self.pdev, "rvram{}: removed\n", self.index.0);
     }
 }

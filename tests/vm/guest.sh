@@ -28,7 +28,9 @@ run_suite() {
 }
 
 # Built-in KUnit suites ran during boot: they are in the kernel log.
+# The kernel crate's doctests, and our mm-glue abstractions' suites.
 expect kunit:rust_doctests_kernel
+expect kunit:rust_kernel_mm_pagemap kunit:rust_kernel_mm_migrate kunit:rust_kernel_mm_hmm
 
 case $plan in
 single)
