@@ -21,8 +21,12 @@ step "toolchain"
 tools/install-deps.sh
 
 step "host tests"
-cargo test --locked -q --workspace 2>&1 | grep -E "^test result|FAILED|panicked" || true
-cargo test --locked -q --workspace >/dev/null 2>&1 || die "cargo test failed"
+mkdir -p results
+if ! cargo test --locked -q --workspace > results/cargo-test.log 2>&1; then
+	cat results/cargo-test.log >&2
+	die "cargo test failed"
+fi
+grep "^test result" results/cargo-test.log >&2
 cargo clippy --locked -q --workspace --all-targets -- -D warnings
 cargo fmt --check
 cargo build --release --locked -q -p rvram-tool
@@ -41,12 +45,15 @@ log "series applies: $head"
 step "debug kernel"
 kobj=$(tools/kernel.sh debug "$head")
 
-step "out-of-tree module"
-make -s KDIR="$kobj" modules
+step "out-of-tree module (clippy)"
+make -s KDIR="$kobj" clippy 2>&1 | tee results/module-build.log
+if grep -qE "^(warning|error)" results/module-build.log; then
+	die "warnings building the rvram module"
+fi
 hmm_tests=$(tools/build-hmm-tests.sh "$kobj")
 
 step "VM suites"
-rm -rf results
+rm -rf results/single results/dual
 fail=0
 run_plan() {
 	local plan=$1

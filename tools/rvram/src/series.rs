@@ -555,6 +555,7 @@ pub fn apply(paths: &Paths) -> Result<Vec<String>> {
         let subject = text
             .lines()
             .find_map(|l| l.strip_prefix("Subject: "))
+            .map(strip_patch_prefix)
             .unwrap_or(&name);
         parent = git.run_with(
             &["commit-tree", &tree, "-p", &parent],
@@ -564,6 +565,14 @@ pub fn apply(paths: &Paths) -> Result<Vec<String>> {
     }
     git.run(&["update-ref", "refs/rvram/applied", &parent])?;
     Ok(commits)
+}
+
+/// `[PATCH 2/5] mm/hmm: foo` -> `mm/hmm: foo`.
+fn strip_patch_prefix(subject: &str) -> &str {
+    match subject.strip_prefix('[').and_then(|s| s.split_once("] ")) {
+        Some((tag, rest)) if tag.starts_with("PATCH") => rest,
+        _ => subject,
+    }
 }
 
 #[cfg(test)]
@@ -667,6 +676,14 @@ diff = "series/0002.diff"
             "{out}"
         );
         assert!(fill_cover("no template", "s", "b", "d").is_err());
+    }
+
+    #[test]
+    fn patch_prefixes_are_stripped() {
+        assert_eq!(strip_patch_prefix("[PATCH 2/5] mm/hmm: foo"), "mm/hmm: foo");
+        assert_eq!(strip_patch_prefix("[PATCH] rvram: x"), "rvram: x");
+        assert_eq!(strip_patch_prefix("[RFC] rvram: x"), "[RFC] rvram: x");
+        assert_eq!(strip_patch_prefix("rvram: x"), "rvram: x");
     }
 
     #[test]
