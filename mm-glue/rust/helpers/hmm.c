@@ -34,3 +34,8 @@ __rust_helper unsigned int rust_helper_hmm_pfn_to_map_order(unsigned long hmm_pf
 {
 	return hmm_pfn_to_map_order(hmm_pfn);
 }
+
+__rust_helper bool rust_helper_is_zero_pfn(unsigned long pfn)
+{
+	return is_zero_pfn(pfn);
+}

@@ -105,6 +105,15 @@ pub trait MirrorOps: Send + Unpin + 'static {
     fn invalidate(&mut self, range: &NotifierRange<'_>);
 }
 
+/// The name and class of every mirror's lock, defined outside the generic
+/// code: a lock class key there is shared by all instantiations while a
+/// name literal is not, which lockdep reports as a class conflict.
+static MIRROR_LOCK_NAME: &crate::str::CStr = c"Mirror::state";
+
+fn mirror_lock_class() -> Pin<&'static crate::sync::LockClassKey> {
+    crate::static_lock_class!()
+}
+
 /// A mirror of an address range of an mm.
 ///
 /// # Invariants
@@ -147,7 +156,7 @@ impl<T: MirrorOps> Mirror<T> {
         state: T,
     ) -> impl PinInit<Self, Error> + 'a {
         try_pin_init!(Self {
-            state <- crate::new_mutex!(state, "Mirror::state"),
+            state <- Mutex::new(state, MIRROR_LOCK_NAME, mirror_lock_class()),
             owner,
             notifier <- Opaque::try_ffi_init(move |n: *mut bindings::mmu_interval_notifier| {
                 // SAFETY: `n` is valid for writes and pinned; it stays
@@ -412,6 +421,61 @@ impl<'a> HmmPfn<'a> {
         // SAFETY: A valid entry names a page that exists while the lock is held.
         self.is_valid()
             .then(|| unsafe { bindings::hmm_pfn_to_page(self.0) })
+    }
+
+    /// Whether the entry maps the shared zero page.
+    pub fn is_zero_page(&self) -> bool {
+        let Some(pfn) = self.pfn() else {
+            return false;
+        };
+        // SAFETY: Only compares the pfn.
+        unsafe { bindings::is_zero_pfn(pfn) }
+    }
+
+    /// Calls `f` with the content of the system-memory page this entry maps;
+    /// `None` if it maps none (invalid, or a ZONE_DEVICE page, which may
+    /// have no kernel mapping).
+    pub fn with_system_page<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        let page = self.system_page()?;
+        // SAFETY: A system page, alive while the mirror lock is held (the
+        // lifetime of `self`); `kmap_local_page()` maps it.
+        let addr = unsafe { bindings::kmap_local_page(page) };
+        // SAFETY: `addr` maps `PAGE_SIZE` bytes.
+        let bytes =
+            unsafe { core::slice::from_raw_parts(addr.cast::<u8>(), crate::page::PAGE_SIZE) };
+        let r = f(bytes);
+        // SAFETY: Mapped just above.
+        unsafe { bindings::kunmap_local(addr) };
+        Some(r)
+    }
+
+    /// Calls `f` to write the system-memory page this entry maps; `None` if
+    /// it maps none or the mapping is not writable.
+    ///
+    /// Like a device write, this does not mark the page dirty beyond what
+    /// the write fault that made it writable did.
+    pub fn with_system_page_mut<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> Option<R> {
+        if !self.is_writable() {
+            return None;
+        }
+        let page = self.system_page()?;
+        // SAFETY: As in `with_system_page`; the page is mapped writable for
+        // the mirrored process, so writing it is what that process could do.
+        let addr = unsafe { bindings::kmap_local_page(page) };
+        // SAFETY: `addr` maps `PAGE_SIZE` bytes; no other reference to them
+        // exists in Rust.
+        let bytes =
+            unsafe { core::slice::from_raw_parts_mut(addr.cast::<u8>(), crate::page::PAGE_SIZE) };
+        let r = f(bytes);
+        // SAFETY: Mapped just above.
+        unsafe { bindings::kunmap_local(addr) };
+        Some(r)
+    }
+
+    fn system_page(&self) -> Option<*mut bindings::page> {
+        let page = self.page()?;
+        // SAFETY: `page` is valid while the lock is held.
+        (!unsafe { bindings::is_zone_device_page(page) }).then_some(page)
     }
 
     /// The device-private folio of a `Pagemap<P>`, if this entry is one.

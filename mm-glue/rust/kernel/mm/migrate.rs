@@ -261,16 +261,30 @@ impl Pfns {
         }
     }
 
-    /// Checks that entry `i` takes a destination of `nr` pages.
+    /// Checks that entry `i` takes a destination of `nr` pages: a migrating
+    /// entry, or a page of a migrating compound entry given per-page
+    /// destinations (the core then splits the source).
     fn check_dst(&self, i: usize, nr: usize) -> Result {
+        const PMD_NR: usize = 1 << MAX_FOLIO_ORDER;
         let e = *self.src.get(i).ok_or(EINVAL)?;
-        if e & PFN_MIGRATE == 0 || self.dst[i] != 0 {
+        if self.dst[i] != 0 {
             return Err(EINVAL);
         }
-        let compound = e & PFN_COMPOUND != 0;
+        // A compound entry's tail entries are 0: find the head, if any.
+        let head = (i.saturating_sub(PMD_NR - 1)..i)
+            .rev()
+            .find(|&j| self.src[j] != 0);
+        let in_compound = e == 0
+            && head.is_some_and(|h| {
+                self.src[h] & (PFN_MIGRATE | PFN_COMPOUND) == PFN_MIGRATE | PFN_COMPOUND
+                    && self.dst[h] & PFN_COMPOUND == 0
+            });
+        if e & PFN_MIGRATE == 0 && !in_compound {
+            return Err(EINVAL);
+        }
         match nr {
             1 => Ok(()),
-            n if compound && n == 1 << MAX_FOLIO_ORDER && i + n <= self.src.len() => Ok(()),
+            n if e & PFN_COMPOUND != 0 && n == PMD_NR && i + n <= self.src.len() => Ok(()),
             _ => Err(EINVAL),
         }
     }

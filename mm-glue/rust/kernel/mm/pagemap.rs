@@ -238,6 +238,13 @@ impl PinnedDrop for Header {
     }
 }
 
+/// The allocator lock of every [`Pagemap`]: one lock class, named once, for
+/// all driver types (a lock class key in generic code would be shared by
+/// the instantiations while its name is not).
+fn new_used(bits: BitmapVec) -> impl PinInit<SpinLock<BitmapVec>> {
+    SpinLock::new(bits, c"Pagemap::used", crate::static_lock_class!())
+}
+
 /// A device-private pagemap with its page allocator.
 ///
 /// # Invariants
@@ -253,6 +260,9 @@ pub struct Pagemap<T: DevicePrivateOps> {
     // for callbacks that use the other fields.
     #[pin]
     header: Header,
+    /// Pages handed out: `size / PAGE_SIZE`. The reserved range can be
+    /// larger (`request_free_mem_region()` rounds up to a memory section).
+    nr: usize,
     #[pin]
     used: SpinLock<BitmapVec>,
     #[pin]
@@ -314,17 +324,17 @@ impl<T: DevicePrivateOps> Pagemap<T> {
                 data.__init(slot).map_err(Error::from)
             })
         };
-        try_pin_init!(Self {
-            header <- Header::new::<T>(size, nid),
-            used <- {
-                let bits = if size == 0 || size % pmd != 0 {
-                    Err(EINVAL)
-                } else {
-                    BitmapVec::new(nr_pages, GFP_KERNEL).map_err(|_| ENOMEM)
-                };
-                crate::new_spinlock!(bits?, "Pagemap::used")
-            },
-            data <- data,
+        pin_init::pin_init_scope(move || {
+            if size == 0 || size % pmd != 0 {
+                return Err(EINVAL);
+            }
+            let bits = BitmapVec::new(nr_pages, GFP_KERNEL).map_err(|_| ENOMEM)?;
+            Ok(try_pin_init!(Self {
+                header <- Header::new::<T>(size, nid),
+                nr: nr_pages,
+                used <- new_used(bits),
+                data <- data,
+            }))
         })
     }
 
@@ -343,20 +353,22 @@ impl<T: DevicePrivateOps> Pagemap<T> {
         Owner(unsafe { (*self.raw()).owner })
     }
 
-    /// The physical address range the pages stand for (not addressable memory).
+    /// The physical address range the pages stand for (not addressable
+    /// memory; the reservation behind it may extend further).
     pub fn phys_range(&self) -> Range<u64> {
-        self.header.range()
+        let start = self.header.range().start;
+        start..start + (self.nr * crate::page::PAGE_SIZE) as u64
     }
 
-    /// The page frame numbers of this pagemap.
+    /// The page frame numbers of this pagemap's pages.
     pub fn pfn_range(&self) -> Range<usize> {
-        let r = self.phys_range();
-        (r.start >> crate::page::PAGE_SHIFT) as usize..(r.end >> crate::page::PAGE_SHIFT) as usize
+        let start = (self.header.range().start >> crate::page::PAGE_SHIFT) as usize;
+        start..start + self.nr
     }
 
     /// The number of pages.
     pub fn nr_pages(&self) -> usize {
-        self.pfn_range().len()
+        self.nr
     }
 
     /// The number of pages currently allocated.
