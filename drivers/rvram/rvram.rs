@@ -9,7 +9,8 @@
 //! tables point at while data lives in VRAM, and a P2PDMA page at the BAR
 //! address, the page a peer device can DMA to.
 //!
-//! Each bound device gets an index (`rvramN`) and a debugfs directory,
+//! Each bound device gets an index `N`, a character device `/dev/rvramN`
+//! speaking the `lib/test_hmm` dmirror ioctl ABI, and a debugfs directory
 //! `/sys/kernel/debug/rvram/rvramN/`, documented in
 //! `Documentation/misc-devices/rvram.rst`.
 
@@ -18,76 +19,197 @@ use kernel::{
     device::{Bound, Core},
     driver,
     io::Io,
-    mm::pagemap::{DeviceFault, DeviceFolio, DevicePrivateOps, FaultError, Pagemap},
+    miscdevice::{MiscDeviceOptions, MiscDeviceRegistration},
+    mm::{
+        migrate::{Eviction, MigrateVma, NewSystemFolio, Source},
+        pagemap::{DeviceFault, DeviceFolio, DevicePrivateOps, FaultError, Pagemap},
+    },
+    page::PAGE_SIZE,
     pci,
     prelude::*,
-    str::CString,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        new_mutex, Arc, Mutex,
+    },
+    time::{delay::fsleep, Delta},
     InPlaceModule, ThisModule,
 };
 
+mod dmirror;
 mod vram;
 
+use dmirror::DmirrorFile;
 use vram::VramLayout;
 
 /// The BAR that holds VRAM on ivshmem-plain.
 const VRAM_BAR: u32 = 2;
 /// PCI device id of ivshmem (vendor Red Hat / Qumranet).
 const IVSHMEM_DEVICE_ID: u32 = 0x1110;
-/// Devices one module instance drives; bounds the index bitmap.
-const MAX_DEVICES: u32 = u64::BITS;
+/// Device names, which are also the character device names.
+const NAMES: [&CStr; 8] = [
+    c"rvram0", c"rvram1", c"rvram2", c"rvram3", c"rvram4", c"rvram5", c"rvram6", c"rvram7",
+];
 
-/// Module-wide state: the debugfs root and the device indices in use.
+/// Module-wide state: the debugfs root and the bound GPUs by index.
 struct Registry {
     root: Option<Dir>,
-    used: u64,
+    gpus: [Option<Arc<Gpu>>; NAMES.len()],
 }
 
 kernel::sync::global_lock! {
     // SAFETY: `RvramModule::init` calls `REGISTRY.init()` before any other use.
-    unsafe(uninit) static REGISTRY: Mutex<Registry> = Registry { root: None, used: 0 };
+    unsafe(uninit) static REGISTRY: Mutex<Registry> = Registry {
+        root: None,
+        gpus: [const { None }; NAMES.len()],
+    };
 }
 
-/// A device index (`rvramN`), released when dropped.
-///
-/// # Invariants
-///
-/// Bit `self.0` is set in `REGISTRY.used` for as long as `self` lives.
-struct DevIndex(u32);
+/// The GPU of a character device name (`rvramN`), if bound.
+fn gpu_by_name(name: &CStr) -> Option<Arc<Gpu>> {
+    let index = NAMES.iter().position(|n| *n == name)?;
+    REGISTRY.lock().gpus[index].clone()
+}
 
-impl DevIndex {
-    /// Takes the lowest free index; `EBUSY` when all are taken.
-    fn alloc() -> Result<Self> {
-        let mut reg = REGISTRY.lock();
-        let free = !reg.used;
-        if free == 0 {
-            return Err(EBUSY);
+/// Event counters of a GPU, shown in debugfs.
+struct Stats {
+    to_dev: Atomic<u64>,
+    to_sys: Atomic<u64>,
+    cpu_faults: Atomic<u64>,
+    alloc_fail: Atomic<u64>,
+    evicted: Atomic<u64>,
+}
+
+impl Stats {
+    fn new() -> Self {
+        Self {
+            to_dev: Atomic::new(0),
+            to_sys: Atomic::new(0),
+            cpu_faults: Atomic::new(0),
+            alloc_fail: Atomic::new(0),
+            evicted: Atomic::new(0),
         }
-        let index = free.trailing_zeros();
-        reg.used |= 1 << index;
-        // INVARIANT: bit `index` was just set.
-        Ok(Self(index))
     }
 }
 
-impl Drop for DevIndex {
-    fn drop(&mut self) {
-        REGISTRY.lock().used &= !(1 << self.0);
-    }
+/// The owner side of rvram's device-private pages: VRAM access and counters.
+struct VramPages {
+    vram: pci::DevresBar,
+    stats: Stats,
 }
 
-/// The owner side of rvram's device-private pages.
-struct VramPages;
+impl VramPages {
+    fn offset(index: usize) -> Result<usize> {
+        index.checked_mul(PAGE_SIZE).ok_or(EINVAL)
+    }
+
+    /// Copies VRAM page `index` into `dst` (one page).
+    fn read_page(&self, index: usize, dst: &mut [u8]) -> Result {
+        let base = Self::offset(index)?;
+        let bar = self.vram.try_access().ok_or(ENODEV)?;
+        for (i, chunk) in dst.chunks_exact_mut(8).enumerate() {
+            chunk.copy_from_slice(&bar.try_read64(base + i * 8)?.to_le_bytes());
+        }
+        Ok(())
+    }
+
+    /// Copies `src` (one page) into VRAM page `index`.
+    fn write_page(&self, index: usize, src: &[u8]) -> Result {
+        let base = Self::offset(index)?;
+        let bar = self.vram.try_access().ok_or(ENODEV)?;
+        for (i, chunk) in src.chunks_exact(8).enumerate() {
+            let mut v = [0u8; 8];
+            v.copy_from_slice(chunk);
+            bar.try_write64(u64::from_le_bytes(v), base + i * 8)?;
+        }
+        Ok(())
+    }
+
+    /// Zeroes VRAM page `index`.
+    fn zero_page(&self, index: usize) -> Result {
+        let base = Self::offset(index)?;
+        let bar = self.vram.try_access().ok_or(ENODEV)?;
+        for i in 0..PAGE_SIZE / 8 {
+            bar.try_write64(0, base + i * 8)?;
+        }
+        Ok(())
+    }
+}
 
 impl DevicePrivateOps for VramPages {
     fn folio_free(_pm: &Pagemap<Self>, _folio: &DeviceFolio<Self>) {}
 
     fn migrate_to_ram(
-        _pm: &Pagemap<Self>,
-        _fault: &DeviceFault<'_, Self>,
+        pm: &Pagemap<Self>,
+        fault: &DeviceFault<'_, Self>,
     ) -> core::result::Result<(), FaultError> {
-        // rvram does not migrate process memory into VRAM yet: no process
-        // maps one of its device-private pages, so no CPU fault gets here.
-        Err(FaultError::SigBus)
+        let data = pm.data();
+        data.stats.cpu_faults.fetch_add(1, Relaxed);
+        let mut mig = MigrateVma::for_fault(fault, pm.owner()).map_err(|_| FaultError::SigBus)?;
+        for i in 0..mig.len() {
+            let (index, order) = match mig.source(i) {
+                Source::Device { folio, .. } => (folio.index(), folio.order()),
+                _ => continue,
+            };
+            let mut new = NewSystemFolio::alloc(order, GFP_KERNEL).map_err(|_| {
+                data.stats.alloc_fail.fetch_add(1, Relaxed);
+                FaultError::Oom
+            })?;
+            for p in 0..new.nr_pages() {
+                new.with_page_mut(p, |b| data.read_page(index + p, b))
+                    .and_then(|r| r)
+                    .map_err(|_| FaultError::SigBus)?;
+            }
+            mig.set_system(i, new).map_err(|_| FaultError::SigBus)?;
+        }
+        let moved = mig.migrate();
+        data.stats.to_sys.fetch_add(moved.count() as u64, Relaxed);
+        Ok(())
+    }
+}
+
+/// What outlives the binding while files are open: the pagemap.
+#[pin_data]
+struct Gpu {
+    index: usize,
+    pages: Pin<KBox<Pagemap<VramPages>>>,
+    /// Serialises migrations into VRAM against unbind; `true` once unbound.
+    #[pin]
+    ops: Mutex<bool>,
+}
+
+impl Gpu {
+    fn is_dead(&self) -> bool {
+        *self.ops.lock()
+    }
+
+    /// Moves every page out of VRAM; `EBUSY` if some stay pinned.
+    fn evict_all(&self) -> Result<usize> {
+        let pm = &*self.pages;
+        let mut total = 0;
+        for _ in 0..100 {
+            if pm.nr_used() == 0 {
+                return Ok(total);
+            }
+            let mut ev = Eviction::collect(pm, 0, pm.nr_pages())?;
+            for i in 0..ev.len() {
+                let Some((folio, _)) = ev.source(i) else {
+                    continue;
+                };
+                let (index, order) = (folio.index(), folio.order());
+                let mut new = NewSystemFolio::alloc(order, GFP_KERNEL)?;
+                for p in 0..new.nr_pages() {
+                    new.with_page_mut(p, |b| pm.data().read_page(index + p, b))??;
+                }
+                ev.set_system(i, new)?;
+            }
+            let n = ev.finish();
+            pm.data().stats.evicted.fetch_add(n as u64, Relaxed);
+            total += n;
+            if pm.nr_used() != 0 {
+                fsleep(Delta::from_millis(10));
+            }
+        }
+        Err(EBUSY)
     }
 }
 
@@ -95,15 +217,12 @@ impl DevicePrivateOps for VramPages {
 #[pin_data(PinnedDrop)]
 struct Rvram<'bound> {
     pdev: &'bound pci::Device<Bound>,
-    /// Mapping of all of BAR2.
-    vram: pci::Bar<'bound>,
-    layout: VramLayout,
-    /// The device-private pages, one per VRAM page.
-    pages: Pin<KBox<Pagemap<VramPages>>>,
+    gpu: Arc<Gpu>,
     /// All of BAR2 as P2PDMA memory, reserved so that the P2PDMA pool never
     /// hands VRAM to anyone else: VRAM page `i` is P2PDMA page `p2p.pfn() + i`.
     p2p: pci::P2pMem<'bound>,
-    index: DevIndex,
+    #[pin]
+    misc: MiscDeviceRegistration<DmirrorFile>,
     dir: Dir,
     #[pin]
     vram_size: File<u64>,
@@ -111,25 +230,37 @@ struct Rvram<'bound> {
     private_pfn: File<u64>,
     #[pin]
     p2p_pfn: File<u64>,
+    #[pin]
+    stats: File<Arc<Gpu>>,
 }
 
-impl Rvram<'_> {
-    /// Checks that VRAM holds what is written to it, at both ends of the BAR,
-    /// and leaves it zeroed there.
-    fn probe_vram(vram: &pci::Bar<'_>, layout: &VramLayout) -> Result {
-        let last = usize::try_from(layout.size())? - core::mem::size_of::<u64>();
-        for (offset, pattern) in [
-            (0, 0x5256_5241_4d30_a55a_u64),
-            (last, !0x5256_5241_4d30_a55a),
-        ] {
-            vram.try_write64(pattern, offset)?;
-            if vram.try_read64(offset)? != pattern {
-                return Err(EIO);
-            }
-            vram.try_write64(0, offset)?;
+/// Checks that VRAM holds what is written to it, at both ends of the BAR,
+/// and leaves it zeroed there.
+fn probe_vram(vram: &pci::Bar<'_>, layout: &VramLayout) -> Result {
+    let last = usize::try_from(layout.size())? - core::mem::size_of::<u64>();
+    for (offset, pattern) in [
+        (0, 0x5256_5241_4d30_a55a_u64),
+        (last, !0x5256_5241_4d30_a55a),
+    ] {
+        vram.try_write64(pattern, offset)?;
+        if vram.try_read64(offset)? != pattern {
+            return Err(EIO);
         }
-        Ok(())
+        vram.try_write64(0, offset)?;
     }
+    Ok(())
+}
+
+fn show_stats(gpu: &Arc<Gpu>, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    let pm = &*gpu.pages;
+    let s = &pm.data().stats;
+    writeln!(f, "pages_total {}", pm.nr_pages())?;
+    writeln!(f, "pages_resident {}", pm.nr_used())?;
+    writeln!(f, "migrated_to_vram {}", s.to_dev.load(Relaxed))?;
+    writeln!(f, "migrated_to_ram {}", s.to_sys.load(Relaxed))?;
+    writeln!(f, "cpu_faults {}", s.cpu_faults.load(Relaxed))?;
+    writeln!(f, "alloc_failures {}", s.alloc_fail.load(Relaxed))?;
+    writeln!(f, "evicted {}", s.evicted.load(Relaxed))
 }
 
 struct RvramDriver;
@@ -164,7 +295,7 @@ impl pci::Driver for RvramDriver {
                 );
             })?;
             let vram = pdev.iomap_region(VRAM_BAR, c"rvram")?;
-            Rvram::probe_vram(&vram, &layout).inspect_err(|e| {
+            probe_vram(&vram, &layout).inspect_err(|e| {
                 dev_err!(pdev, "VRAM read-back check failed: {e:?}\n");
             })?;
             pdev.p2pdma_add_resource(VRAM_BAR, 0, 0).inspect_err(|e| {
@@ -173,44 +304,62 @@ impl pci::Driver for RvramDriver {
                     "cannot publish BAR{VRAM_BAR} as P2PDMA memory: {e:?}\n"
                 );
             })?;
-            let p2p = pdev.alloc_p2pmem(usize::try_from(layout.size())?)?;
+            let size = usize::try_from(layout.size())?;
+            let p2p = pdev.alloc_p2pmem(size)?;
             if p2p.phys_addr() != pdev.resource_start(VRAM_BAR)? {
                 dev_err!(pdev, "P2PDMA pool does not start at BAR{VRAM_BAR}\n");
                 return Err(EIO);
             }
-            let index = DevIndex::alloc().inspect_err(|_| {
-                dev_err!(pdev, "more than {MAX_DEVICES} devices\n");
-            })?;
-            let name = CString::try_from_fmt(fmt!("rvram{}", index.0))?;
-            let dir = match &REGISTRY.lock().root {
-                Some(root) => root.subdir(&name),
-                None => return Err(ENODEV),
+            let pages = KBox::pin_init(
+                Pagemap::new(
+                    size,
+                    None,
+                    Ok::<_, Error>(VramPages {
+                        vram: vram.into_devres()?,
+                        stats: Stats::new(),
+                    }),
+                ),
+                GFP_KERNEL,
+            )?;
+            let private_pfn = pages.pfn_range().start as u64;
+            let p2p_pfn = p2p.pfn() as u64;
+
+            let (index, gpu, dir) = {
+                let mut reg = REGISTRY.lock();
+                let index = reg.gpus.iter().position(Option::is_none).ok_or_else(|| {
+                    dev_err!(pdev, "more than {} devices\n", NAMES.len());
+                    EBUSY
+                })?;
+                let gpu = Arc::pin_init(
+                    try_pin_init!(Gpu {
+                        index,
+                        pages,
+                        ops <- new_mutex!(false),
+                    }),
+                    GFP_KERNEL,
+                )?;
+                let dir = reg.root.as_ref().ok_or(ENODEV)?.subdir(NAMES[index]);
+                reg.gpus[index] = Some(gpu.clone());
+                (index, gpu, dir)
             };
             dev_info!(
                 pdev,
                 "{}: {} MiB of VRAM in BAR{VRAM_BAR} ({} pages)\n",
-                name.to_str()?,
+                NAMES[index].to_str()?,
                 layout.size() >> 20,
                 layout.pages()
             );
-            let size = layout.size();
-            let p2p_pfn = p2p.pfn() as u64;
-            let pages = KBox::pin_init(
-                Pagemap::new(usize::try_from(size)?, None, VramPages),
-                GFP_KERNEL,
-            )?;
-            let private_pfn = pages.pfn_range().start as u64;
+            let stats_gpu = gpu.clone();
             Ok(try_pin_init!(Rvram {
                 pdev,
-                vram,
-                layout,
-                pages,
+                gpu,
                 p2p,
-                index,
+                misc <- MiscDeviceRegistration::register(MiscDeviceOptions { name: NAMES[index] }),
                 dir: dir.clone(),
-                vram_size <- dir.read_only_file(c"vram_size", size),
+                vram_size <- dir.read_only_file(c"vram_size", layout.size()),
                 private_pfn <- dir.read_only_file(c"device_private_pfn", private_pfn),
                 p2p_pfn <- dir.read_only_file(c"p2pdma_pfn", p2p_pfn),
+                stats <- dir.read_callback_file(c"stats", stats_gpu, &show_stats),
             }))
         })
     }
@@ -219,7 +368,23 @@ impl pci::Driver for RvramDriver {
 #[pinned_drop]
 impl PinnedDrop for Rvram<'_> {
     fn drop(self: Pin<&mut Self>) {
-        dev_info!(self.pdev, "rvram{}: removed\n", self.index.0);
+        let gpu = &self.gpu;
+        REGISTRY.lock().gpus[gpu.index] = None;
+        // No new migrations into VRAM; open files get ENODEV from now on.
+        *gpu.ops.lock() = true;
+        // Data in VRAM goes back to system memory while the BAR is mapped.
+        match gpu.evict_all() {
+            Ok(n) => dev_info!(
+                self.pdev,
+                "{}: removed, {n} pages evicted\n",
+                NAMES[gpu.index].to_str().unwrap_or("rvram")
+            ),
+            Err(e) => dev_err!(
+                self.pdev,
+                "eviction incomplete: {e:?}; {} pages stay pinned\n",
+                gpu.pages.nr_used()
+            ),
+        }
     }
 }
 

@@ -1,0 +1,449 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The `lib/test_hmm` (dmirror) ioctl ABI on rvram's character devices.
+//!
+//! Each open file mirrors the opener's address space with a
+//! [`Mirror`]; device reads and writes fault through it and copy from the
+//! pages HMM reports: system memory, or this GPU's VRAM for its own
+//! device-private pages. The device keeps no cached translations, so
+//! invalidations have nothing to drop beyond the sequence the mirror
+//! records.
+
+use crate::{Gpu, VramPages};
+use kernel::{
+    alloc::flags::GFP_KERNEL,
+    fs::File,
+    ioctl::_IOWR,
+    miscdevice::{MiscDevice, MiscDeviceRegistration},
+    mm::{
+        hmm::{Mirror, MirrorOps, NotifierRange, RangeRequest, DEFAULT_TIMEOUT_MS},
+        migrate::{MigrateVma, NewSystemFolio, Select, Source},
+        pagemap::MAX_FOLIO_ORDER,
+    },
+    page::PAGE_SIZE,
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc,
+    },
+    uaccess::{UserPtr, UserSlice},
+};
+
+/// `struct hmm_dmirror_cmd`: five `__u64`.
+#[derive(Default)]
+struct Cmd {
+    addr: u64,
+    ptr: u64,
+    npages: u64,
+    cpages: u64,
+    faults: u64,
+}
+
+const TYPE: u32 = b'H' as u32;
+const READ: u32 = _IOWR::<[u64; 5]>(TYPE, 0x00);
+const WRITE: u32 = _IOWR::<[u64; 5]>(TYPE, 0x01);
+const MIGRATE_TO_DEV: u32 = _IOWR::<[u64; 5]>(TYPE, 0x02);
+const MIGRATE_TO_SYS: u32 = _IOWR::<[u64; 5]>(TYPE, 0x03);
+const SNAPSHOT: u32 = _IOWR::<[u64; 5]>(TYPE, 0x04);
+const EXCLUSIVE: u32 = _IOWR::<[u64; 5]>(TYPE, 0x05);
+const CHECK_EXCLUSIVE: u32 = _IOWR::<[u64; 5]>(TYPE, 0x06);
+const RELEASE: u32 = _IOWR::<[u64; 5]>(TYPE, 0x07);
+const FLAGS: u32 = _IOWR::<[u64; 5]>(TYPE, 0x08);
+const READ_UNLOCKED: u32 = _IOWR::<[u64; 5]>(TYPE, 0x09);
+
+/// `HMM_DMIRROR_FLAG_FAIL_ALLOC`: the next device allocation fails (once).
+const FLAG_FAIL_ALLOC: u64 = 1;
+
+/// `HMM_DMIRROR_PROT_*` of a SNAPSHOT.
+mod prot {
+    pub(super) const ERROR: u8 = 0xff;
+    pub(super) const NONE: u8 = 0x00;
+    pub(super) const READ: u8 = 0x01;
+    pub(super) const WRITE: u8 = 0x02;
+    pub(super) const PMD: u8 = 0x04;
+    pub(super) const PUD: u8 = 0x08;
+    pub(super) const ZERO: u8 = 0x10;
+    pub(super) const DEV_PRIVATE_LOCAL: u8 = 0x20;
+    pub(super) const DEV_PRIVATE_REMOTE: u8 = 0x30;
+}
+
+/// Largest `npages` accepted by one command (test_hmm bounds it only by
+/// address-space wrap; we also bound the bounce buffer): 1 GiB.
+const MAX_NPAGES: u64 = (1 << 30) / PAGE_SIZE as u64;
+
+/// The device page table of a file: empty, see the module documentation.
+#[derive(Default)]
+pub(crate) struct NoCache;
+
+impl MirrorOps for NoCache {
+    fn invalidate(&mut self, _range: &NotifierRange<'_>) {}
+}
+
+/// An open rvram file.
+#[pin_data]
+pub(crate) struct DmirrorFile {
+    gpu: Arc<Gpu>,
+    mirror: Pin<KBox<Mirror<NoCache>>>,
+    flags: Atomic<u64>,
+}
+
+#[vtable]
+impl MiscDevice for DmirrorFile {
+    type Ptr = Pin<KBox<Self>>;
+
+    fn open(_file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
+        let gpu = crate::gpu_by_name(misc.device().name()).ok_or(ENODEV)?;
+        let task = kernel::current!();
+        let mm = task.mm().ok_or(EINVAL)?;
+        let owner = gpu.pages.owner();
+        let mirror = KBox::pin_init(
+            Mirror::new(mm, 0, usize::MAX & !(PAGE_SIZE - 1), Some(owner), NoCache),
+            GFP_KERNEL,
+        )?;
+        KBox::pin_init(
+            try_pin_init!(Self {
+                gpu,
+                mirror,
+                flags: Atomic::new(0),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    fn ioctl(me: Pin<&DmirrorFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+        let user = UserSlice::new(UserPtr::from_addr(arg), 40);
+        let (mut reader, mut writer) = user.reader_writer();
+        let mut c = Cmd {
+            addr: reader.read()?,
+            ptr: reader.read()?,
+            npages: reader.read()?,
+            ..Default::default()
+        };
+        let _: u64 = reader.read()?;
+        let _: u64 = reader.read()?;
+        // Same checks and order as test_hmm: page-aligned, non-empty, no wrap.
+        if c.addr % PAGE_SIZE as u64 != 0
+            || c.npages == 0
+            || c.npages > u64::MAX / PAGE_SIZE as u64
+            || c.addr.checked_add(c.npages * PAGE_SIZE as u64).is_none()
+        {
+            return Err(EINVAL);
+        }
+        if me.gpu.is_dead() {
+            return Err(ENODEV);
+        }
+        match cmd {
+            READ | READ_UNLOCKED => me.read(&mut c)?,
+            WRITE => me.write(&mut c)?,
+            MIGRATE_TO_DEV => me.migrate_to_dev(&mut c)?,
+            MIGRATE_TO_SYS => me.migrate_to_sys(&mut c)?,
+            SNAPSHOT => me.snapshot(&mut c)?,
+            FLAGS => me.flags.store(c.npages, Relaxed),
+            RELEASE => {
+                me.gpu.evict_all()?;
+            }
+            EXCLUSIVE | CHECK_EXCLUSIVE => return Err(EOPNOTSUPP),
+            _ => return Err(EINVAL),
+        }
+        for v in [c.addr, c.ptr, c.npages, c.cpages, c.faults] {
+            writer.write(&v)?;
+        }
+        Ok(0)
+    }
+}
+
+impl DmirrorFile {
+    fn bounce_len(c: &Cmd) -> Result<usize> {
+        if c.npages > MAX_NPAGES {
+            return Err(ENOMEM);
+        }
+        Ok(usize::try_from(c.npages)? * PAGE_SIZE)
+    }
+
+    fn bounce(len: usize) -> Result<KVVec<u8>> {
+        let mut v = KVVec::with_capacity(len, GFP_KERNEL)?;
+        v.resize(len, 0, GFP_KERNEL)?;
+        Ok(v)
+    }
+
+    /// HMM_DMIRROR_READ: the device reads the range into `ptr`.
+    fn read(&self, c: &mut Cmd) -> Result {
+        let len = Self::bounce_len(c)?;
+        let mut buf = Self::bounce(len)?;
+        let mut req = RangeRequest::new(usize::try_from(c.addr)?, len / PAGE_SIZE, false)?;
+        {
+            let f = self.mirror.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
+            for ((_, pfn), dst) in f.iter().zip(buf.chunks_mut(PAGE_SIZE)) {
+                if let Some(folio) = pfn.device_folio::<VramPages>() {
+                    let index = folio.index() + (pfn.pfn().ok_or(EFAULT)? - folio.pfn());
+                    folio.pagemap().data().read_page(index, dst)?;
+                } else {
+                    pfn.with_system_page(|src| dst.copy_from_slice(src))
+                        .ok_or(EFAULT)?;
+                }
+            }
+        }
+        UserSlice::new(UserPtr::from_addr(usize::try_from(c.ptr)?), len)
+            .writer()
+            .write_slice(&buf)?;
+        c.cpages = c.npages;
+        c.faults = 1;
+        Ok(())
+    }
+
+    /// HMM_DMIRROR_WRITE: the device writes `ptr`'s content to the range.
+    fn write(&self, c: &mut Cmd) -> Result {
+        let len = Self::bounce_len(c)?;
+        let mut buf = Self::bounce(len)?;
+        UserSlice::new(UserPtr::from_addr(usize::try_from(c.ptr)?), len)
+            .reader()
+            .read_slice(&mut buf)?;
+        let mut req = RangeRequest::new(usize::try_from(c.addr)?, len / PAGE_SIZE, true)?;
+        {
+            let f = self.mirror.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
+            for ((_, pfn), src) in f.iter().zip(buf.chunks(PAGE_SIZE)) {
+                if let Some(folio) = pfn.device_folio::<VramPages>() {
+                    if !pfn.is_writable() {
+                        return Err(EPERM);
+                    }
+                    let index = folio.index() + (pfn.pfn().ok_or(EFAULT)? - folio.pfn());
+                    folio.pagemap().data().write_page(index, src)?;
+                } else {
+                    pfn.with_system_page_mut(|dst| dst.copy_from_slice(src))
+                        .ok_or(EPERM)?;
+                }
+            }
+        }
+        c.cpages = c.npages;
+        c.faults = 1;
+        Ok(())
+    }
+
+    /// Takes the one-shot allocation failure flag.
+    fn fail_alloc(&self) -> bool {
+        let f = self.flags.load(Relaxed);
+        if f & FLAG_FAIL_ALLOC != 0 {
+            self.flags.store(f & !FLAG_FAIL_ALLOC, Relaxed);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// HMM_DMIRROR_MIGRATE_TO_DEV: moves the range into VRAM, then reads it
+    /// back through the device into `ptr`.
+    fn migrate_to_dev(&self, c: &mut Cmd) -> Result {
+        let start = usize::try_from(c.addr)?;
+        let end = start + Self::bounce_len(c)?;
+        let gpu = &self.gpu;
+        let pm = &*gpu.pages;
+        let mm = self.mirror.mm().mmget_not_zero().ok_or(EINVAL)?;
+        {
+            let dead = gpu.ops.lock();
+            if *dead {
+                return Err(ENODEV);
+            }
+            let guard = mm.mmap_read_lock();
+            let mut addr = start;
+            while addr < end {
+                let vma = guard.vma_lookup(addr).ok_or(EINVAL)?;
+                if vma.flags() & kernel::mm::virt::flags::READ == 0 {
+                    return Err(EINVAL);
+                }
+                let chunk = PAGE_SIZE << MAX_FOLIO_ORDER;
+                let next = core::cmp::min(
+                    core::cmp::min(end, vma.end()),
+                    (addr & !(chunk - 1)) + chunk,
+                );
+                let mut mig = MigrateVma::<VramPages>::setup(
+                    vma,
+                    addr,
+                    next,
+                    pm.owner(),
+                    Select::SYSTEM | Select::COMPOUND,
+                )?;
+                for i in 0..mig.len() {
+                    let (system, nr) = match mig.source(i) {
+                        Source::System { folio, .. } => (Some(folio), folio.nr_pages()),
+                        Source::Hole { compound } => {
+                            (None, if compound { 1 << MAX_FOLIO_ORDER } else { 1 })
+                        }
+                        _ => continue,
+                    };
+                    let order = if nr > 1 { MAX_FOLIO_ORDER } else { 0 };
+                    let big = if self.fail_alloc() && nr > 1 {
+                        None
+                    } else {
+                        pm.alloc_folio(order).ok()
+                    };
+                    if let Some(dst) = big {
+                        for p in 0..nr {
+                            match system {
+                                Some(s) => {
+                                    s.with_page(p, |b| pm.data().write_page(dst.index() + p, b))??
+                                }
+                                None => pm.data().zero_page(dst.index() + p)?,
+                            }
+                        }
+                        mig.set_device(i, dst)?;
+                        continue;
+                    }
+                    // No PMD-sized VRAM: per-page destinations; the core
+                    // splits the source folio.
+                    let mut small = KVec::with_capacity(nr, GFP_KERNEL)?;
+                    for p in 0..nr {
+                        let Ok(dst) = pm.alloc_folio(0) else {
+                            pm.data().stats.alloc_fail.fetch_add(1, Relaxed);
+                            break;
+                        };
+                        match system {
+                            Some(s) => {
+                                s.with_page(p, |b| pm.data().write_page(dst.index(), b))??
+                            }
+                            None => pm.data().zero_page(dst.index())?,
+                        }
+                        small.push(dst, GFP_KERNEL)?;
+                    }
+                    for (p, dst) in small.into_iter().enumerate() {
+                        mig.set_device(i + p, dst)?;
+                    }
+                }
+                let moved = mig.migrate();
+                let n = (0..next.saturating_sub(addr) / PAGE_SIZE)
+                    .filter(|&i| moved.succeeded(i))
+                    .count();
+                pm.data().stats.to_dev.fetch_add(n as u64, Relaxed);
+                drop(moved);
+                addr = next;
+            }
+        }
+        // Read back through the device: every page must now be in our VRAM.
+        let len = end - start;
+        let mut buf = Self::bounce(len)?;
+        let mut req = RangeRequest::snapshot(start, len / PAGE_SIZE)?;
+        {
+            let f = self.mirror.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
+            for ((_, pfn), dst) in f.iter().zip(buf.chunks_mut(PAGE_SIZE)) {
+                let folio = pfn.device_folio::<VramPages>().ok_or(ENOENT)?;
+                if !core::ptr::eq(folio.pagemap(), pm) {
+                    return Err(ENOENT);
+                }
+                let index = folio.index() + (pfn.pfn().ok_or(ENOENT)? - folio.pfn());
+                pm.data().read_page(index, dst)?;
+            }
+        }
+        UserSlice::new(UserPtr::from_addr(usize::try_from(c.ptr)?), len)
+            .writer()
+            .write_slice(&buf)?;
+        c.cpages = c.npages;
+        Ok(())
+    }
+
+    /// HMM_DMIRROR_MIGRATE_TO_SYS: moves this GPU's pages of the range back.
+    fn migrate_to_sys(&self, c: &mut Cmd) -> Result {
+        let start = usize::try_from(c.addr)?;
+        let end = start + Self::bounce_len(c)?;
+        let pm = &*self.gpu.pages;
+        let mm = self.mirror.mm().mmget_not_zero().ok_or(EINVAL)?;
+        let guard = mm.mmap_read_lock();
+        let mut addr = start;
+        let mut total = 0u64;
+        let mut oom = false;
+        while addr < end {
+            let vma = guard.vma_lookup(addr).ok_or(EINVAL)?;
+            if vma.flags() & kernel::mm::virt::flags::READ == 0 {
+                return Err(EINVAL);
+            }
+            let chunk = PAGE_SIZE << MAX_FOLIO_ORDER;
+            let next = core::cmp::min(
+                core::cmp::min(end, vma.end()),
+                (addr & !(chunk - 1)) + chunk,
+            );
+            let mut mig = MigrateVma::<VramPages>::setup(
+                vma,
+                addr,
+                next,
+                pm.owner(),
+                Select::DEVICE_PRIVATE | Select::COMPOUND,
+            )?;
+            for i in 0..mig.len() {
+                let (index, order) = match mig.source(i) {
+                    Source::Device { folio, .. } => (folio.index(), folio.order()),
+                    _ => continue,
+                };
+                let fail = self.fail_alloc();
+                let new = if fail {
+                    Err(ENOMEM)
+                } else {
+                    NewSystemFolio::alloc(order, GFP_KERNEL)
+                };
+                let Ok(mut new) = new else {
+                    if order == 0 && !fail {
+                        oom = true;
+                    }
+                    continue;
+                };
+                for p in 0..new.nr_pages() {
+                    new.with_page_mut(p, |b| pm.data().read_page(index + p, b))??;
+                }
+                mig.set_system(i, new)?;
+            }
+            let moved = mig.migrate();
+            let n = moved.count() as u64;
+            drop(moved);
+            pm.data().stats.to_sys.fetch_add(n, Relaxed);
+            total += n;
+            addr = next;
+        }
+        if oom {
+            return Err(ENOMEM);
+        }
+        c.cpages = total;
+        Ok(())
+    }
+
+    /// HMM_DMIRROR_SNAPSHOT: what the device would see, without faulting.
+    fn snapshot(&self, c: &mut Cmd) -> Result {
+        let n = usize::try_from(c.npages)?;
+        if c.npages > MAX_NPAGES {
+            return Err(ENOMEM);
+        }
+        let mut out = Self::bounce(n)?;
+        let mut req = RangeRequest::snapshot(usize::try_from(c.addr)?, n)?;
+        {
+            let f = self.mirror.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
+            for ((_, pfn), o) in f.iter().zip(out.iter_mut()) {
+                *o = if pfn.is_error() {
+                    prot::ERROR
+                } else if !pfn.is_valid() {
+                    prot::NONE
+                } else {
+                    let mut v = match pfn.device_folio::<VramPages>() {
+                        Some(d) if core::ptr::eq(d.pagemap(), &*self.gpu.pages) => {
+                            prot::DEV_PRIVATE_LOCAL
+                        }
+                        Some(_) => prot::DEV_PRIVATE_REMOTE,
+                        None if pfn.is_zero_page() => prot::ZERO,
+                        None => prot::NONE,
+                    };
+                    v |= if pfn.is_writable() {
+                        prot::WRITE
+                    } else {
+                        prot::READ
+                    };
+                    v |= match pfn.map_order() {
+                        9 => prot::PMD,
+                        18 => prot::PUD,
+                        _ => 0,
+                    };
+                    v
+                };
+            }
+        }
+        UserSlice::new(UserPtr::from_addr(usize::try_from(c.ptr)?), n)
+            .writer()
+            .write_slice(&out)?;
+        c.cpages = c.npages;
+        Ok(())
+    }
+}
