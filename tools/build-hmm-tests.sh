@@ -19,4 +19,11 @@ if [ ! -x "$out" ] || [ -n "$(find "$mm" "$src/lib/test_hmm_uapi.h" -newer "$out
 		"$mm/hmm-tests.c" "$mm/vm_util.c" "$mm/hugepage_settings.c" \
 		-lrt -lpthread -lm
 fi
+# Our own in-guest C programs.
+for c in "$RVRAM_TOP"/tests/vm/src/*.c; do
+	bin=$(dirname "$out")/$(basename "$c" .c)
+	if [ ! -x "$bin" ] || [ "$c" -nt "$bin" ]; then
+		gcc -O2 -Wall -Werror -o "$bin" "$c"
+	fi
+done
 echo "$out"

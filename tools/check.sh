@@ -65,7 +65,7 @@ run_plan() {
 }
 export RVRAM_HMM_TESTS=$hmm_tests
 run_plan single --gpus 1 --vram 256
-run_plan dual --gpus 2 --vram 256,128
+run_plan dual --gpus 2 --vram 512,256
 
 step "done"
 if [ $fail != 0 ]; then

@@ -76,15 +76,15 @@ if [ "$(cat "$accel_cache")" = tcg ]; then
 	accel=(--disable-kvm)
 fi
 
-env_str="RVRAM_TOP=$RVRAM_TOP RVRAM_KOBJ=$kobj RVRAM_HMM_TESTS=${RVRAM_HMM_TESTS:-$kobj/rvram-tests/hmm-tests} RVRAM_GPUS=$gpus RVRAM_VRAM_MB='${expect_sizes[*]}'"
+env_str="RVRAM_TOP=$RVRAM_TOP RVRAM_KOBJ=$kobj RVRAM_HMM_TESTS=${RVRAM_HMM_TESTS:-$kobj/rvram-tests/hmm-tests} RVRAM_GUEST_BIN=$kobj/rvram-tests RVRAM_GPUS=$gpus RVRAM_VRAM_MB='${expect_sizes[*]}'"
 log "booting $plan: $gpus GPU(s) (${expect_sizes[*]} MiB), ${accel[*]:-kvm}, timeout ${timeout_s}s"
 start=$SECONDS
 set +e
 # vng hands QEMU /proc/self/fd/1 as a file chardev, which would truncate a
 # redirected log: pipe through cat.
-timeout -k 10 "$timeout_s" vng --run "$image" "${accel[@]}" --disable-microvm \
+timeout -k 10 "$timeout_s" vng --verbose --run "$image" "${accel[@]}" --disable-microvm \
 	--cpus 2 --memory "$memory" --rwdir="$results" --cwd "$RVRAM_TOP" \
-	--append "panic_on_warn=0 oops=panic panic=-1" \
+	--append "oops=panic panic=-1 modprobe.blacklist=rvram" \
 	--qemu-opts="$qopts" \
 	--exec "$env_str bash $RVRAM_TOP/tests/vm/guest.sh $plan $results" \
 	</dev/null 2>&1 | cat > "$results/console.log"

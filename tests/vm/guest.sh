@@ -34,16 +34,24 @@ expect kunit:rust_kernel_mm_pagemap kunit:rust_kernel_mm_migrate kunit:rust_kern
 
 case $plan in
 single)
-	expect kunit:rvram_vram rvram-probe hmm-tests-test_hmm
+	expect kunit:rvram_vram rvram-probe hmm-tests-test_hmm rvram-unbind
 	run_suite rvram-probe "$T/rvram-probe.sh"
 	run_suite hmm-tests-test_hmm "$T/hmm-tests.sh" test_hmm
+	run_suite rvram-unbind "$T/rvram-unbind.sh"
 	;;
 dual)
-	expect kunit:rvram_vram rvram-probe-dual
+	expect kunit:rvram_vram rvram-probe-dual hmm-tests-rvram
 	run_suite rvram-probe-dual "$T/rvram-probe.sh"
+	run_suite hmm-tests-rvram "$T/hmm-tests.sh" rvram
 	;;
 demo)
 	"$T/demo.sh"
+	;;
+suite:*)
+	# One suite, for development: tools/vm.sh suite:rvram-unbind results/x
+	name=${plan#suite:}
+	expect "$name"
+	run_suite "$name" "$T/$name.sh"
 	;;
 *)
 	echo "guest.sh: unknown plan $plan" >&2
