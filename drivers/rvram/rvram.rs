@@ -291,7 +291,7 @@ impl pci::Driver for RvramDriver {
             let layout = VramLayout::new(len).inspect_err(|_| {
                 dev_err!(
                     pdev,
-                    "BAR{VRAM_BAR} of {len} bytes cannot be VRAM (needs a non-zero multiple of 2 MiB, at most 64 GiB)\n"
+                    "BAR{VRAM_BAR}: {len} bytes is not a VRAM size (2 MiB multiple, <= 64 GiB)\n"
                 );
             })?;
             let vram = pdev.iomap_region(VRAM_BAR, c"rvram")?;

@@ -163,7 +163,8 @@ impl<T: MirrorOps> Mirror<T> {
                 // inserted until `drop` removes it. `mm` has users.
                 to_result(unsafe {
                     n.write(core::mem::zeroed());
-                    bindings::mmu_interval_notifier_insert(n, mm.as_raw(), start, length, &Self::OPS)
+                    let mm = mm.as_raw();
+                    bindings::mmu_interval_notifier_insert(n, mm, start, length, &Self::OPS)
                 })
             }),
         })

@@ -199,10 +199,11 @@ impl Header {
                     (*pgmap).ops = &OPS;
                     (*pgmap).owner = pgmap.cast();
                 }
+                let nid = nid.unwrap_or(bindings::NUMA_NO_NODE);
                 // SAFETY: `pgmap` is initialised as `memremap_pages()` requires
                 // and, being pinned, stays at this address until `drop`
                 // unregisters it.
-                let ret = unsafe { bindings::memremap_pages(pgmap, nid.unwrap_or(bindings::NUMA_NO_NODE)) };
+                let ret = unsafe { bindings::memremap_pages(pgmap, nid) };
                 if let Err(e) = crate::error::from_err_ptr(ret) {
                     // SAFETY: The region was reserved above and is not used.
                     unsafe { bindings::release_mem_region(start, end - start + 1) };
