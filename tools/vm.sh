@@ -84,7 +84,7 @@ set +e
 # redirected log: pipe through cat.
 timeout -k 10 "$timeout_s" vng --verbose --run "$image" "${accel[@]}" --disable-microvm \
 	--cpus 2 --memory "$memory" --rwdir="$results" --cwd "$RVRAM_TOP" \
-	--append "oops=panic panic=-1 modprobe.blacklist=rvram" \
+	--append "oops=panic panic=-1 kasan_multi_shot modprobe.blacklist=rvram" \
 	--qemu-opts="$qopts" \
 	--exec "$env_str bash $RVRAM_TOP/tests/vm/guest.sh $plan $results" \
 	</dev/null 2>&1 | cat > "$results/console.log"
