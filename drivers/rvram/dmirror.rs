@@ -71,6 +71,22 @@ mod prot {
 /// address-space wrap; we also bound the bounce buffer): 1 GiB.
 const MAX_NPAGES: u64 = (1 << 30) / PAGE_SIZE as u64;
 
+/// The VMA at `addr` and the end of the next migration chunk in
+/// `[addr, end)`: at most up to the next PMD boundary and the VMA's end.
+/// `EINVAL` for a hole or a VMA that cannot be read (as test_hmm).
+fn migration_chunk<'a>(
+    guard: &'a kernel::mm::MmapReadGuard<'_>,
+    addr: usize,
+    end: usize,
+) -> Result<(&'a kernel::mm::virt::VmaRef, usize)> {
+    let vma = guard.vma_lookup(addr).ok_or(EINVAL)?;
+    if vma.flags() & kernel::mm::virt::flags::READ == 0 {
+        return Err(EINVAL);
+    }
+    let chunk = PAGE_SIZE << MAX_FOLIO_ORDER;
+    Ok((vma, end.min(vma.end()).min((addr & !(chunk - 1)) + chunk)))
+}
+
 /// The device page table of a file: empty, see the module documentation.
 #[derive(Default)]
 pub(crate) struct NoCache;
@@ -246,15 +262,7 @@ impl DmirrorFile {
             let guard = mm.mmap_read_lock();
             let mut addr = start;
             while addr < end {
-                let vma = guard.vma_lookup(addr).ok_or(EINVAL)?;
-                if vma.flags() & kernel::mm::virt::flags::READ == 0 {
-                    return Err(EINVAL);
-                }
-                let chunk = PAGE_SIZE << MAX_FOLIO_ORDER;
-                let next = core::cmp::min(
-                    core::cmp::min(end, vma.end()),
-                    (addr & !(chunk - 1)) + chunk,
-                );
+                let (vma, next) = migration_chunk(&guard, addr, end)?;
                 let mut mig = MigrateVma::<VramPages>::setup(
                     vma,
                     addr,
@@ -350,15 +358,7 @@ impl DmirrorFile {
         let mut total = 0u64;
         let mut oom = false;
         while addr < end {
-            let vma = guard.vma_lookup(addr).ok_or(EINVAL)?;
-            if vma.flags() & kernel::mm::virt::flags::READ == 0 {
-                return Err(EINVAL);
-            }
-            let chunk = PAGE_SIZE << MAX_FOLIO_ORDER;
-            let next = core::cmp::min(
-                core::cmp::min(end, vma.end()),
-                (addr & !(chunk - 1)) + chunk,
-            );
+            let (vma, next) = migration_chunk(&guard, addr, end)?;
             let mut mig = MigrateVma::<VramPages>::setup(
                 vma,
                 addr,
