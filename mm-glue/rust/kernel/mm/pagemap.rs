@@ -47,8 +47,9 @@ unsafe impl Send for Owner {}
 unsafe impl Sync for Owner {}
 
 impl Owner {
-    /// An owner cookie as found in a C structure.
-    pub(crate) fn from_raw(ptr: *mut c_void) -> Self {
+    /// An owner cookie as found in a C structure (e.g. the `owner` of an
+    /// MMU notifier range). Safe: the cookie is only ever compared.
+    pub fn from_raw(ptr: *mut c_void) -> Self {
         Owner(ptr)
     }
 
@@ -564,8 +565,9 @@ pub struct NewFolio<'a, T: DevicePrivateOps> {
 
 impl<'a, T: DevicePrivateOps> NewFolio<'a, T> {
     /// Gives up ownership of the lock and the reference, e.g. to a
-    /// migration that takes them over; returns the folio.
-    pub(crate) fn into_raw(self) -> *mut bindings::folio {
+    /// migration that takes them over; returns the folio. The caller must
+    /// eventually unlock and put it, or the folio leaks.
+    pub fn into_raw(self) -> *mut bindings::folio {
         let f = self.folio.as_raw();
         core::mem::forget(self);
         f
