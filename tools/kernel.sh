@@ -46,14 +46,12 @@ git -C "$src" checkout -q -f --detach "$commit"
 git -C "$src" clean -q -fdx
 
 KM=(make -s -C "$src" O="$obj" "${KMAKE_ARGS[@]}")
-if ! cmp -s "$obj/fragment.new" "$obj/fragment.config" || [ ! -f "$obj/.config" ]; then
-	log "configuring $variant kernel from ${frags[*]##*/}"
-	"${KM[@]}" KCONFIG_ALLCONFIG="$obj/fragment.new" allnoconfig >/dev/null
-	mv "$obj/fragment.new" "$obj/fragment.config"
-else
-	rm "$obj/fragment.new"
-	"${KM[@]}" olddefconfig >/dev/null
-fi
+# Always from the fragment: an olddefconfig on top of the config of another
+# commit (check-bisect builds earlier patches) would keep options that
+# commit dropped. Unchanged options leave the objects alone.
+log "configuring $variant kernel from ${frags[*]##*/}"
+"${KM[@]}" KCONFIG_ALLCONFIG="$obj/fragment.new" allnoconfig >/dev/null
+mv "$obj/fragment.new" "$obj/fragment.config"
 
 # allnoconfig/olddefconfig drop unmet options without a word: check each one.
 missing=0
