@@ -31,13 +31,14 @@
 use crate::ffi::c_ulong;
 use crate::{
     bindings,
+    device::Device,
     error::{to_result, Result},
     mm::{
         pagemap::{DeviceFolio, DevicePrivateOps, Owner, Pagemap},
         Mm, MmWithUser,
     },
     prelude::*,
-    sync::{Mutex, MutexGuard},
+    sync::{aref::ARef, Mutex, MutexGuard},
     time::{msecs_to_jiffies, Instant, Monotonic},
     types::Opaque,
 };
@@ -148,6 +149,36 @@ impl<T: MirrorOps> Mirror<T> {
     /// instead of being migrated back, and its own migrations do not
     /// invalidate the mirror. Sleeps; must not be called with the mmap lock
     /// held. Returns `EOVERFLOW` for an empty or wrapping range.
+    ///
+    /// # Examples
+    ///
+    /// A device that reads process memory through a mirror:
+    ///
+    /// ```
+    /// use kernel::mm::{
+    ///     hmm::{Mirror, MirrorOps, NotifierRange, RangeRequest, DEFAULT_TIMEOUT_MS},
+    ///     MmWithUser,
+    /// };
+    /// use kernel::{page::PAGE_SIZE, prelude::*};
+    ///
+    /// /// The device page table; this device caches no translations.
+    /// struct Table;
+    ///
+    /// impl MirrorOps for Table {
+    ///     fn invalidate(&mut self, _range: &NotifierRange<'_>) {
+    ///         // Drop the device's mappings of `range.range()` here.
+    ///     }
+    /// }
+    ///
+    /// fn first_byte(mm: &MmWithUser, addr: usize) -> Result<u8> {
+    ///     let mirror = KBox::pin_init(Mirror::new(mm, addr, PAGE_SIZE, None, Table), GFP_KERNEL)?;
+    ///     let mut req = RangeRequest::new(addr, 1, false)?;
+    ///     // The pfns are valid while `f`, which holds the table's lock, lives.
+    ///     let f = mirror.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
+    ///     let pfn = f.pfn(0).ok_or(EFAULT)?;
+    ///     pfn.with_system_page(|bytes| bytes[0]).ok_or(EFAULT)
+    /// }
+    /// ```
     pub fn new<'a>(
         mm: &'a MmWithUser,
         start: usize,
@@ -209,6 +240,10 @@ impl<T: MirrorOps> Mirror<T> {
         range.hmm_pfns = req.pfns.as_mut_ptr();
         range.default_flags = req.flags;
         range.dev_private_owner = self.owner.map_or(core::ptr::null_mut(), Owner::as_ptr);
+        if let Some((client, access)) = &req.alias {
+            range.alias_client = client.as_raw();
+            range.alias_by_cpu = *access == AliasAccess::Cpu;
+        }
         loop {
             let left = i64::from(timeout_ms) - begin.elapsed().as_millis();
             if left <= 0 {
@@ -285,12 +320,39 @@ pub struct RangeRequest {
     start: usize,
     flags: c_ulong,
     pfns: KVVec<c_ulong>,
+    alias: Option<(ARef<Device>, AliasAccess)>,
+}
+
+/// How an alias client of a [`RangeRequest::with_alias_client`] reaches
+/// memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AliasAccess {
+    /// By DMA: core hands out an alias only when P2PDMA between its
+    /// provider and the client is possible (`pci_p2pdma_state()`).
+    Dma,
+    /// With the CPU through the kernel direct map (a virtual-DMA device):
+    /// every alias qualifies.
+    Cpu,
 }
 
 impl RangeRequest {
     /// A request to fault `npages` pages at `start` (page aligned),
     /// writable if `write`. `EINVAL` for a misaligned, empty or wrapping
     /// range.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use kernel::mm::hmm::RangeRequest;
+    /// use kernel::{page::PAGE_SIZE, prelude::*};
+    ///
+    /// let req = RangeRequest::new(0x10_0000, 4, true)?;
+    /// assert_eq!((req.start(), req.len()), (0x10_0000, 4));
+    /// assert_eq!(RangeRequest::new(0x10_0001, 4, true).err(), Some(EINVAL));
+    /// assert_eq!(RangeRequest::new(0x10_0000, 0, true).err(), Some(EINVAL));
+    /// assert_eq!(RangeRequest::new(usize::MAX & !(PAGE_SIZE - 1), 2, false).err(), Some(EINVAL));
+    /// # Ok::<(), Error>(())
+    /// ```
     pub fn new(start: usize, npages: usize, write: bool) -> Result<Self> {
         Self::with_flags(
             start,
@@ -306,6 +368,17 @@ impl RangeRequest {
 
     /// A request that faults nothing in and only reports what is mapped (a
     /// snapshot).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use kernel::mm::hmm::RangeRequest;
+    /// use kernel::prelude::*;
+    ///
+    /// let req = RangeRequest::snapshot(0x20_0000, 512)?;
+    /// assert_eq!(req.len(), 512);
+    /// # Ok::<(), Error>(())
+    /// ```
     pub fn snapshot(start: usize, npages: usize) -> Result<Self> {
         Self::with_flags(start, npages, 0)
     }
@@ -317,7 +390,32 @@ impl RangeRequest {
         }
         let mut pfns = KVVec::with_capacity(npages, GFP_KERNEL)?;
         pfns.resize(npages, 0, GFP_KERNEL)?;
-        Ok(Self { start, flags, pfns })
+        Ok(Self {
+            start,
+            flags,
+            pfns,
+            alias: None,
+        })
+    }
+
+    /// Faults on behalf of `client`: device-private pages of other owners
+    /// whose pagemap has a DMA-able alias that `client` can reach are
+    /// reported as that alias ([`HmmPfn::is_alias`]) and stay where they
+    /// are; the others are migrated to system memory as usual.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use kernel::{device::Device, mm::hmm::{AliasAccess, RangeRequest}, prelude::*};
+    ///
+    /// fn request(client: &Device, addr: usize) -> Result<RangeRequest> {
+    ///     let req = RangeRequest::new(addr, 16, false)?;
+    ///     Ok(req.with_alias_client(client.into(), AliasAccess::Dma))
+    /// }
+    /// ```
+    pub fn with_alias_client(mut self, client: ARef<Device>, access: AliasAccess) -> Self {
+        self.alias = Some((client, access));
+        self
     }
 
     /// The first address.
@@ -377,6 +475,34 @@ impl<'a, T: MirrorOps> Faulted<'a, T> {
 ///
 /// The page it names is only valid while the mirror's lock is held, which
 /// the lifetime expresses; HMM takes no page reference.
+///
+/// # Examples
+///
+/// Sorting the entries of a fault the way a device driver does:
+///
+/// ```
+/// use kernel::mm::{
+///     hmm::{Faulted, MirrorOps},
+///     pagemap::DevicePrivateOps,
+/// };
+///
+/// fn classify<T: MirrorOps, P: DevicePrivateOps>(f: &Faulted<'_, T>) -> [usize; 4] {
+///     let mut counts = [0; 4]; // own device memory, peer alias, system, none
+///     for (_addr, pfn) in f.iter() {
+///         if let Some(folio) = pfn.device_folio::<P>() {
+///             let _ = folio.index(); // Our page: access device memory directly.
+///             counts[0] += 1;
+///         } else if pfn.is_alias() {
+///             counts[1] += 1; // Another device's memory, reachable peer to peer.
+///         } else if pfn.with_system_page(|_bytes| ()).is_some() {
+///             counts[2] += 1;
+///         } else {
+///             counts[3] += 1; // Not mapped (a snapshot), or an error.
+///         }
+///     }
+///     counts
+/// }
+/// ```
 #[derive(Clone, Copy)]
 pub struct HmmPfn<'a>(c_ulong, PhantomData<&'a ()>);
 
@@ -385,6 +511,7 @@ impl<'a> HmmPfn<'a> {
     const WRITE: c_ulong = bindings::hmm_pfn_flags_HMM_PFN_WRITE as c_ulong;
     const ERROR: c_ulong = bindings::hmm_pfn_flags_HMM_PFN_ERROR as c_ulong;
     const FLAGS: c_ulong = bindings::hmm_pfn_flags_HMM_PFN_FLAGS as c_ulong;
+    const ALIAS: c_ulong = bindings::hmm_pfn_flags_HMM_PFN_ALIAS as c_ulong;
 
     /// The raw entry.
     pub fn raw(&self) -> c_ulong {
@@ -399,6 +526,54 @@ impl<'a> HmmPfn<'a> {
     /// The mapping is writable.
     pub fn is_writable(&self) -> bool {
         self.is_valid() && self.0 & Self::WRITE != 0
+    }
+
+    /// The entry is the DMA-able alias of a device-private page of another
+    /// owner (`HMM_PFN_ALIAS`, see [`RangeRequest::with_alias_client`]): a
+    /// PCI P2PDMA page, with no reference taken, like every entry.
+    pub fn is_alias(&self) -> bool {
+        Self::ALIAS != 0 && self.is_valid() && self.0 & Self::ALIAS != 0
+    }
+
+    /// Copies the start of the alias page this entry names into `dst`
+    /// (at most a page), as a client accessing it with the CPU does; `None`
+    /// if the entry is not an alias or `dst` is larger than a page.
+    pub fn read_alias(&self, dst: &mut [u8]) -> Option<()> {
+        let addr = self.alias_addr(dst.len())?;
+        // SAFETY: `addr` maps the alias page, I/O memory that stays
+        // allocated while the mirror lock (the lifetime of `self`) is held:
+        // its owner evicts, which invalidates the mirror, before freeing it.
+        unsafe { bindings::memcpy_fromio(dst.as_mut_ptr().cast(), addr, dst.len()) };
+        // SAFETY: Mapped by `alias_addr`.
+        unsafe { bindings::kunmap_local(addr) };
+        Some(())
+    }
+
+    /// Copies `src` (at most a page) to the start of the alias page this
+    /// entry names; `None` if the entry is not a writable alias or `src` is
+    /// larger than a page.
+    pub fn write_alias(&self, src: &[u8]) -> Option<()> {
+        if !self.is_writable() {
+            return None;
+        }
+        let addr = self.alias_addr(src.len())?;
+        // SAFETY: As in `read_alias`; the mapping is writable for the
+        // mirrored process.
+        unsafe { bindings::memcpy_toio(addr, src.as_ptr().cast(), src.len()) };
+        // SAFETY: Mapped by `alias_addr`.
+        unsafe { bindings::kunmap_local(addr) };
+        Some(())
+    }
+
+    /// The kernel mapping of the alias page, for `len` bytes.
+    fn alias_addr(&self, len: usize) -> Option<*mut core::ffi::c_void> {
+        if !self.is_alias() || len > crate::page::PAGE_SIZE {
+            return None;
+        }
+        let page = self.page()?;
+        // SAFETY: P2PDMA pages are in the kernel direct map; the page is
+        // valid while the lock is held.
+        Some(unsafe { bindings::kmap_local_page(page) })
     }
 
     /// The address cannot be mirrored (`HMM_PFN_ERROR`).

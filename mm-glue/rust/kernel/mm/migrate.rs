@@ -52,6 +52,17 @@ const PFN_WRITE: c_ulong = bindings::MIGRATE_PFN_WRITE as c_ulong;
 const PFN_COMPOUND: c_ulong = bindings::MIGRATE_PFN_COMPOUND as c_ulong;
 
 /// Which pages a [`MigrateVma`] collects.
+///
+/// # Examples
+///
+/// ```
+/// use kernel::mm::migrate::Select;
+///
+/// // Anonymous memory, with PMD-mapped THPs collected whole.
+/// let select = Select::SYSTEM | Select::COMPOUND;
+/// assert_ne!(select, Select::SYSTEM);
+/// assert_eq!(select | Select::COMPOUND, select);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Select(u32);
 
@@ -150,6 +161,21 @@ unsafe impl Send for NewSystemFolio {}
 
 impl NewSystemFolio {
     /// Allocates a folio of `2^order` pages, `order <= MAX_FOLIO_ORDER`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use kernel::mm::{migrate::NewSystemFolio, pagemap::MAX_FOLIO_ORDER};
+    /// use kernel::prelude::*;
+    ///
+    /// let mut folio = NewSystemFolio::alloc(0, GFP_KERNEL)?;
+    /// assert_eq!(folio.nr_pages(), 1);
+    /// // Fill it as the copy from device memory would.
+    /// folio.with_page_mut(0, |bytes| bytes.fill(0x5a))?;
+    /// assert_eq!(folio.with_page_mut(1, |_| ()), Err(EINVAL));
+    /// assert!(NewSystemFolio::alloc(MAX_FOLIO_ORDER + 1, GFP_KERNEL).is_err());
+    /// # Ok::<(), Error>(())
+    /// ```
     pub fn alloc(order: u32, flags: Flags) -> Result<Self> {
         if order > MAX_FOLIO_ORDER {
             return Err(EINVAL);
@@ -326,6 +352,46 @@ impl<'a, T: DevicePrivateOps> MigrateVma<'a, T> {
     /// device-private pages and is passed to the MMU notifier event
     /// (`MMU_NOTIFY_MIGRATE`) so that the owner's own invalidation callback
     /// can recognise it.
+    ///
+    /// # Examples
+    ///
+    /// Moving one page of a process into device memory; `copy_to_device`
+    /// stands for the driver's copy engine:
+    ///
+    /// ```
+    /// use kernel::mm::{
+    ///     migrate::{MigrateVma, Select, Source},
+    ///     pagemap::{DevicePrivateOps, Pagemap},
+    ///     MmWithUser,
+    /// };
+    /// use kernel::{page::PAGE_SIZE, prelude::*};
+    ///
+    /// fn copy_to_device(_index: usize, _bytes: &[u8]) {}
+    ///
+    /// fn to_device<T: DevicePrivateOps>(
+    ///     pm: &Pagemap<T>,
+    ///     mm: &MmWithUser,
+    ///     addr: usize,
+    /// ) -> Result<bool> {
+    ///     let guard = mm.mmap_read_lock();
+    ///     let vma = guard.vma_lookup(addr).ok_or(EFAULT)?;
+    ///     let end = addr + PAGE_SIZE;
+    ///     let mut mig = MigrateVma::<T>::setup(vma, addr, end, pm.owner(), Select::SYSTEM)?;
+    ///     let dst = pm.alloc_folio(0)?;
+    ///     match mig.source(0) {
+    ///         Source::System { folio, .. } => {
+    ///             folio.with_page(0, |b| copy_to_device(dst.index(), b))?
+    ///         }
+    ///         Source::Hole { .. } => copy_to_device(dst.index(), &[0; PAGE_SIZE]),
+    ///         // Not collected (e.g. pinned): dropping `mig` restores it.
+    ///         _ => return Ok(false),
+    ///     }
+    ///     mig.set_device(0, dst)?;
+    ///     let moved = mig.migrate();
+    ///     // Dropping `moved` finalizes the migration.
+    ///     Ok(moved.succeeded(0))
+    /// }
+    /// ```
     pub fn setup(
         vma: &'a VmaRef,
         start: usize,
@@ -339,6 +405,50 @@ impl<'a, T: DevicePrivateOps> MigrateVma<'a, T> {
     /// The flow a [`DevicePrivateOps::migrate_to_ram`] implementation runs:
     /// collects the faulting folio (a whole PMD if it is one and the VMA
     /// allows it, otherwise its page) for migration to system memory.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use kernel::mm::{
+    ///     migrate::{MigrateVma, NewSystemFolio, Source},
+    ///     pagemap::{DeviceFault, DeviceFolio, DevicePrivateOps, FaultError, Pagemap},
+    /// };
+    /// use kernel::prelude::*;
+    ///
+    /// struct Vram;
+    ///
+    /// impl Vram {
+    ///     fn read_page(&self, _index: usize, _dst: &mut [u8]) {}
+    /// }
+    ///
+    /// impl DevicePrivateOps for Vram {
+    ///     fn folio_free(_pm: &Pagemap<Self>, _folio: &DeviceFolio<Self>) {}
+    ///
+    ///     fn migrate_to_ram(
+    ///         pm: &Pagemap<Self>,
+    ///         fault: &DeviceFault<'_, Self>,
+    ///     ) -> core::result::Result<(), FaultError> {
+    ///         let mut mig =
+    ///             MigrateVma::for_fault(fault, pm.owner()).map_err(|_| FaultError::SigBus)?;
+    ///         for i in 0..mig.len() {
+    ///             let Source::Device { folio, .. } = mig.source(i) else {
+    ///                 continue;
+    ///             };
+    ///             let (index, order) = (folio.index(), folio.order());
+    ///             let mut new =
+    ///                 NewSystemFolio::alloc(order, GFP_KERNEL).map_err(|_| FaultError::Oom)?;
+    ///             for p in 0..new.nr_pages() {
+    ///                 new.with_page_mut(p, |b| pm.data().read_page(index + p, b))
+    ///                     .map_err(|_| FaultError::SigBus)?;
+    ///             }
+    ///             mig.set_system(i, new).map_err(|_| FaultError::SigBus)?;
+    ///         }
+    ///         // Dropping the result finalizes.
+    ///         drop(mig.migrate());
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
     pub fn for_fault(fault: &'a DeviceFault<'_, T>, owner: Owner) -> Result<Self> {
         let vma = fault.vma();
         let order = fault.folio().order();
@@ -534,6 +644,39 @@ pub struct Eviction<'a, T: DevicePrivateOps> {
 
 impl<'a, T: DevicePrivateOps> Eviction<'a, T> {
     /// Collects the pages `first..first + count` of `pm`.
+    ///
+    /// # Examples
+    ///
+    /// Emptying a pagemap before its device goes away; `read_page` stands
+    /// for the copy out of device memory:
+    ///
+    /// ```
+    /// use kernel::mm::{
+    ///     migrate::{Eviction, NewSystemFolio},
+    ///     pagemap::{DevicePrivateOps, Pagemap},
+    /// };
+    /// use kernel::prelude::*;
+    ///
+    /// fn read_page(_index: usize, _dst: &mut [u8]) {}
+    ///
+    /// fn evict<T: DevicePrivateOps>(pm: &Pagemap<T>) -> Result<usize> {
+    ///     let mut ev = Eviction::collect(pm, 0, pm.nr_pages())?;
+    ///     for i in 0..ev.len() {
+    ///         let Some((folio, _writable)) = ev.source(i) else {
+    ///             continue;
+    ///         };
+    ///         let (index, order) = (folio.index(), folio.order());
+    ///         let mut new = NewSystemFolio::alloc(order, GFP_KERNEL)?;
+    ///         for p in 0..new.nr_pages() {
+    ///             new.with_page_mut(p, |b| read_page(index + p, b))?;
+    ///         }
+    ///         ev.set_system(i, new)?;
+    ///     }
+    ///     // Pages locked or pinned meanwhile stay: callers retry while
+    ///     // `pm.nr_used() != 0`.
+    ///     Ok(ev.finish())
+    /// }
+    /// ```
     pub fn collect(pm: &'a Pagemap<T>, first: usize, count: usize) -> Result<Self> {
         if count == 0
             || first

@@ -19,12 +19,16 @@
 //!
 //! C header: [`include/linux/memremap.h`](srctree/include/linux/memremap.h)
 
+use crate::ffi::{c_int, c_ulong};
 use crate::{
     bindings,
     bitmap::BitmapVec,
     error::{Error, Result},
     prelude::*,
-    sync::SpinLock,
+    sync::{
+        atomic::{Acquire, Atomic, Release},
+        SpinLock,
+    },
     types::Opaque,
 };
 use core::{any::TypeId, ffi::c_void, marker::PhantomData, ops::Range};
@@ -99,6 +103,50 @@ pub trait DevicePrivateOps: Send + Sync + Sized + 'static {
         pagemap: &Pagemap<Self>,
         fault: &DeviceFault<'_, Self>,
     ) -> core::result::Result<(), FaultError>;
+
+    /// The DMA-able alias of `folio`: the pfn of the first of
+    /// `folio.nr_pages()` contiguous PCI P2PDMA pages that hold the same
+    /// memory (`dev_pagemap_ops::dma_alias`).
+    ///
+    /// `hmm_range_fault()` asks for it when a mirror that named an alias
+    /// client faults on `folio`; core, not the driver, then decides whether
+    /// that client can reach the alias, and migrates the folio otherwise.
+    /// Called under `rcu_read_lock()`, possibly while the folio is being
+    /// migrated or freed: it must not sleep and should only translate.
+    /// The alias pages must stay allocated until the pagemap is dropped or
+    /// [`Pagemap::revoke_aliases`] has returned and the pages were evicted.
+    ///
+    /// The default has no alias (`EOPNOTSUPP`): faults migrate.
+    ///
+    /// # Examples
+    ///
+    /// A driver whose device page `i` is P2PDMA page `base + i`:
+    ///
+    /// ```
+    /// use kernel::mm::pagemap::{DeviceFault, DeviceFolio, DevicePrivateOps, FaultError, Pagemap};
+    /// use kernel::prelude::*;
+    ///
+    /// struct Vram {
+    ///     p2p_base_pfn: usize,
+    /// }
+    ///
+    /// impl DevicePrivateOps for Vram {
+    ///     fn folio_free(_pm: &Pagemap<Self>, _folio: &DeviceFolio<Self>) {}
+    ///     fn migrate_to_ram(
+    ///         _pm: &Pagemap<Self>,
+    ///         _fault: &DeviceFault<'_, Self>,
+    ///     ) -> core::result::Result<(), FaultError> {
+    ///         Err(FaultError::SigBus)
+    ///     }
+    ///     fn dma_alias(pm: &Pagemap<Self>, folio: &DeviceFolio<Self>) -> Result<usize> {
+    ///         Ok(pm.data().p2p_base_pfn + folio.index())
+    ///     }
+    /// }
+    /// ```
+    fn dma_alias(pagemap: &Pagemap<Self>, folio: &DeviceFolio<Self>) -> Result<usize> {
+        let _ = (pagemap, folio);
+        Err(EOPNOTSUPP)
+    }
 }
 
 /// The part of every [`Pagemap`] that the C callbacks reach without knowing
@@ -116,7 +164,9 @@ pub trait DevicePrivateOps: Send + Sync + Sized + 'static {
 /// `request_free_mem_region()`, with `ops == &OPS` and `owner` pointing at
 /// `pgmap` itself, until drop. The header is the first field of a
 /// `Pagemap<T>` with `TypeId::of::<T>() == type_id` whose callbacks are
-/// `folio_free` and `migrate_to_ram`.
+/// `folio_free`, `migrate_to_ram` and `dma_alias`. Once `revoked` is set it
+/// stays set, and `dma_alias` is not called for a lookup that started
+/// (under RCU) after it was set.
 #[repr(C)]
 #[pin_data(PinnedDrop)]
 struct Header {
@@ -125,6 +175,8 @@ struct Header {
     type_id: TypeId,
     folio_free: unsafe fn(*const Header, *mut bindings::folio),
     migrate_to_ram: unsafe fn(*const Header, *mut bindings::vm_fault) -> bindings::vm_fault_t,
+    dma_alias: unsafe fn(*const Header, *mut bindings::folio, *mut c_ulong) -> c_int,
+    revoked: Atomic<bool>,
 }
 
 static OPS: bindings::dev_pagemap_ops = bindings::dev_pagemap_ops {
@@ -132,6 +184,7 @@ static OPS: bindings::dev_pagemap_ops = bindings::dev_pagemap_ops {
     migrate_to_ram: Some(migrate_to_ram_trampoline),
     memory_failure: None,
     folio_split: None,
+    dma_alias: Some(dma_alias_trampoline),
 };
 
 /// # Safety
@@ -157,6 +210,24 @@ unsafe extern "C" fn migrate_to_ram_trampoline(
     let h = unsafe { Header::of_pgmap(bindings::page_pgmap((*vmf).page)) };
     // SAFETY: As above.
     unsafe { ((*h).migrate_to_ram)(h, vmf) }
+}
+
+/// # Safety
+///
+/// Only called by core mm, as `dev_pagemap_ops::dma_alias`, under
+/// `rcu_read_lock()`, with a folio of a pagemap whose ops are [`OPS`] and a
+/// valid `pfn`.
+unsafe extern "C" fn dma_alias_trampoline(folio: *mut bindings::folio, pfn: *mut c_ulong) -> c_int {
+    // SAFETY: As in `folio_free_trampoline`: the folio's pagemap is alive
+    // while core mm can look its pages up.
+    let h = unsafe { Header::of_pgmap(bindings::page_pgmap(folio.cast())) };
+    // SAFETY: `h` is a live header. `Acquire` pairs with the store in
+    // `Pagemap::revoke_aliases`, whose grace period waits for this section.
+    if unsafe { (*h).revoked.load(Acquire) } {
+        return ENODEV.to_errno();
+    }
+    // SAFETY: As above; `dma_alias` is the callback of the header's type.
+    unsafe { ((*h).dma_alias)(h, folio, pfn) }
 }
 
 impl Header {
@@ -215,6 +286,8 @@ impl Header {
             type_id: TypeId::of::<T>(),
             folio_free: Pagemap::<T>::folio_free_callback,
             migrate_to_ram: Pagemap::<T>::migrate_to_ram_callback,
+            dma_alias: Pagemap::<T>::dma_alias_callback,
+            revoked: Atomic::new(false),
         })
     }
 
@@ -497,6 +570,50 @@ impl<T: DevicePrivateOps> Pagemap<T> {
             Ok(()) => 0,
             Err(e) => e.to_vm_fault(),
         }
+    }
+
+    /// # Safety
+    ///
+    /// `h` is the header of a `Pagemap<T>`, `folio` a folio of it (possibly
+    /// being freed) and `pfn` valid for writes; called under `rcu_read_lock()`.
+    unsafe fn dma_alias_callback(
+        h: *const Header,
+        folio: *mut bindings::folio,
+        pfn: *mut c_ulong,
+    ) -> c_int {
+        // SAFETY: `h` heads a live `Pagemap<T>` (safety requirement).
+        let pm = unsafe { &*h.cast::<Self>() };
+        // SAFETY: `folio` belongs to `pm`.
+        let f = unsafe { DeviceFolio::<T>::from_raw(folio) };
+        match T::dma_alias(pm, f) {
+            Ok(p) => {
+                // SAFETY: `pfn` is valid for writes (safety requirement).
+                unsafe { *pfn = p as c_ulong };
+                0
+            }
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// Stops handing out DMA aliases ([`DevicePrivateOps::dma_alias`]) for
+    /// good, and waits until no `hmm_range_fault()` is still using an alias
+    /// it got before.
+    ///
+    /// This is the first step of removing the memory behind the aliases:
+    /// then evict every page ([`crate::mm::migrate::Eviction`]), which
+    /// invalidates every mirror that holds an alias, and only then free the
+    /// alias memory. Faults after this call migrate instead. Sleeps (an RCU
+    /// grace period).
+    pub fn revoke_aliases(&self) {
+        self.header.revoked.store(true, Release);
+        // Core calls `dma_alias` and uses its result under `rcu_read_lock()`:
+        // after a grace period no call that read `false` is still running.
+        crate::sync::rcu::synchronize_rcu();
+    }
+
+    /// Whether [`Pagemap::revoke_aliases`] was called.
+    pub fn aliases_revoked(&self) -> bool {
+        self.header.revoked.load(Acquire)
     }
 }
 
