@@ -16,7 +16,7 @@ use kernel::{
     ioctl::_IOWR,
     miscdevice::{MiscDevice, MiscDeviceRegistration},
     mm::{
-        hmm::{Mirror, MirrorOps, NotifierRange, RangeRequest, DEFAULT_TIMEOUT_MS},
+        hmm::{AliasAccess, Mirror, MirrorOps, NotifierRange, RangeRequest, DEFAULT_TIMEOUT_MS},
         migrate::{MigrateVma, NewSystemFolio, Select, Source},
         pagemap::MAX_FOLIO_ORDER,
     },
@@ -53,6 +53,16 @@ const READ_UNLOCKED: u32 = _IOWR::<[u64; 5]>(TYPE, 0x09);
 
 /// `HMM_DMIRROR_FLAG_FAIL_ALLOC`: the next device allocation fails (once).
 const FLAG_FAIL_ALLOC: u64 = 1;
+/// rvram's own flag: device reads and writes fault on behalf of this GPU as
+/// a DMA alias client, so that pages in another GPU's VRAM are accessed
+/// through their P2PDMA alias when P2P is possible instead of migrating.
+const FLAG_ALIAS_DMA: u64 = 1 << 16;
+/// rvram's own flag: as [`FLAG_ALIAS_DMA`], but as a virtual-DMA client that
+/// accesses memory with the CPU (as software RDMA does): every alias
+/// qualifies.
+const FLAG_ALIAS_CPU: u64 = 1 << 17;
+/// The flags `HMM_DMIRROR_FLAGS` accepts.
+const FLAGS_KNOWN: u64 = FLAG_FAIL_ALLOC | FLAG_ALIAS_DMA | FLAG_ALIAS_CPU;
 
 /// `HMM_DMIRROR_PROT_*` of a SNAPSHOT.
 mod prot {
@@ -66,6 +76,11 @@ mod prot {
     pub(super) const DEV_PRIVATE_LOCAL: u8 = 0x20;
     pub(super) const DEV_PRIVATE_REMOTE: u8 = 0x30;
 }
+
+/// Device reads and writes fault and copy this many bytes at a time (as
+/// test_hmm does): each fault, which may migrate every page of it from
+/// another device, must finish within the mirror's retry timeout.
+const FAULT_CHUNK: usize = 64 * PAGE_SIZE;
 
 /// Largest `npages` accepted by one command (test_hmm bounds it only by
 /// address-space wrap; we also bound the bounce buffer): 1 GiB.
@@ -154,7 +169,16 @@ impl MiscDevice for DmirrorFile {
             MIGRATE_TO_DEV => me.migrate_to_dev(&mut c)?,
             MIGRATE_TO_SYS => me.migrate_to_sys(&mut c)?,
             SNAPSHOT => me.snapshot(&mut c)?,
-            FLAGS => me.flags.store(c.npages, Relaxed),
+            FLAGS => {
+                if c.npages & !FLAGS_KNOWN != 0
+                    || c.npages & (FLAG_ALIAS_DMA | FLAG_ALIAS_CPU)
+                        == FLAG_ALIAS_DMA | FLAG_ALIAS_CPU
+                {
+                    pr_warn!("HMM_DMIRROR_FLAGS: bad flags {:#x}\n", c.npages);
+                    return Err(EINVAL);
+                }
+                me.flags.store(c.npages, Relaxed)
+            }
             RELEASE => {
                 me.gpu.evict_all()?;
             }
@@ -186,13 +210,17 @@ impl DmirrorFile {
     fn read(&self, c: &mut Cmd) -> Result {
         let len = Self::bounce_len(c)?;
         let mut buf = Self::bounce(len)?;
-        let mut req = RangeRequest::new(usize::try_from(c.addr)?, len / PAGE_SIZE, false)?;
-        {
+        let start = usize::try_from(c.addr)?;
+        for (n, chunk) in buf.chunks_mut(FAULT_CHUNK).enumerate() {
+            let mut req = self.request(start + n * FAULT_CHUNK, chunk.len(), false)?;
             let f = self.mirror.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
-            for ((_, pfn), dst) in f.iter().zip(buf.chunks_mut(PAGE_SIZE)) {
+            for ((_, pfn), dst) in f.iter().zip(chunk.chunks_mut(PAGE_SIZE)) {
                 if let Some(folio) = pfn.device_folio::<VramPages>() {
                     let index = folio.index() + (pfn.pfn().ok_or(EFAULT)? - folio.pfn());
                     folio.pagemap().data().read_page(index, dst)?;
+                } else if pfn.is_alias() {
+                    pfn.read_alias(dst).ok_or(EFAULT)?;
+                    self.count_alias();
                 } else {
                     pfn.with_system_page(|src| dst.copy_from_slice(src))
                         .ok_or(EFAULT)?;
@@ -214,16 +242,20 @@ impl DmirrorFile {
         UserSlice::new(UserPtr::from_addr(usize::try_from(c.ptr)?), len)
             .reader()
             .read_slice(&mut buf)?;
-        let mut req = RangeRequest::new(usize::try_from(c.addr)?, len / PAGE_SIZE, true)?;
-        {
+        let start = usize::try_from(c.addr)?;
+        for (n, chunk) in buf.chunks(FAULT_CHUNK).enumerate() {
+            let mut req = self.request(start + n * FAULT_CHUNK, chunk.len(), true)?;
             let f = self.mirror.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
-            for ((_, pfn), src) in f.iter().zip(buf.chunks(PAGE_SIZE)) {
+            for ((_, pfn), src) in f.iter().zip(chunk.chunks(PAGE_SIZE)) {
                 if let Some(folio) = pfn.device_folio::<VramPages>() {
                     if !pfn.is_writable() {
                         return Err(EPERM);
                     }
                     let index = folio.index() + (pfn.pfn().ok_or(EFAULT)? - folio.pfn());
                     folio.pagemap().data().write_page(index, src)?;
+                } else if pfn.is_alias() {
+                    pfn.write_alias(src).ok_or(EPERM)?;
+                    self.count_alias();
                 } else {
                     pfn.with_system_page_mut(|dst| dst.copy_from_slice(src))
                         .ok_or(EPERM)?;
@@ -233,6 +265,31 @@ impl DmirrorFile {
         c.cpages = c.npages;
         c.faults = 1;
         Ok(())
+    }
+
+    /// The fault request of a device read or write of `len` bytes at
+    /// `addr`, with this GPU as the alias client if the file asked for it.
+    fn request(&self, addr: usize, len: usize, write: bool) -> Result<RangeRequest> {
+        let req = RangeRequest::new(addr, len / PAGE_SIZE, write)?;
+        let flags = self.flags.load(Relaxed);
+        let access = if flags & FLAG_ALIAS_DMA != 0 {
+            AliasAccess::Dma
+        } else if flags & FLAG_ALIAS_CPU != 0 {
+            AliasAccess::Cpu
+        } else {
+            return Ok(req);
+        };
+        Ok(req.with_alias_client(self.gpu.dev.clone(), access))
+    }
+
+    /// Counts a page this GPU accessed through another GPU's alias.
+    fn count_alias(&self) {
+        self.gpu
+            .pages
+            .data()
+            .stats
+            .alias_access
+            .fetch_add(1, Relaxed);
     }
 
     /// Takes the one-shot allocation failure flag.

@@ -16,7 +16,7 @@
 
 use kernel::{
     debugfs::{Dir, File},
-    device::{Bound, Core},
+    device::{self, Bound, Core},
     driver,
     io::Io,
     miscdevice::{MiscDeviceOptions, MiscDeviceRegistration},
@@ -28,6 +28,7 @@ use kernel::{
     pci,
     prelude::*,
     sync::{
+        aref::ARef,
         atomic::{Atomic, Relaxed},
         new_mutex, Arc, Mutex,
     },
@@ -77,6 +78,8 @@ struct Stats {
     cpu_faults: Atomic<u64>,
     alloc_fail: Atomic<u64>,
     evicted: Atomic<u64>,
+    alias_grants: Atomic<u64>,
+    alias_access: Atomic<u64>,
 }
 
 impl Stats {
@@ -87,6 +90,8 @@ impl Stats {
             cpu_faults: Atomic::new(0),
             alloc_fail: Atomic::new(0),
             evicted: Atomic::new(0),
+            alias_grants: Atomic::new(0),
+            alias_access: Atomic::new(0),
         }
     }
 }
@@ -94,6 +99,8 @@ impl Stats {
 /// The owner side of rvram's device-private pages: VRAM access and counters.
 struct VramPages {
     vram: pci::DevresBar,
+    /// VRAM page `i` is P2PDMA page `p2p_pfn + i` (see [`Rvram::p2p`]).
+    p2p_pfn: usize,
     stats: Stats,
 }
 
@@ -138,6 +145,14 @@ impl VramPages {
 impl DevicePrivateOps for VramPages {
     fn folio_free(_pm: &Pagemap<Self>, _folio: &DeviceFolio<Self>) {}
 
+    fn dma_alias(pm: &Pagemap<Self>, folio: &DeviceFolio<Self>) -> Result<usize> {
+        let data = pm.data();
+        let pfn = vram::alias_pfn(data.p2p_pfn, pm.nr_pages(), folio.index(), folio.nr_pages())?;
+        // One grant per page-table entry HMM resolves: a page, or a PMD.
+        data.stats.alias_grants.fetch_add(1, Relaxed);
+        Ok(pfn)
+    }
+
     fn migrate_to_ram(
         pm: &Pagemap<Self>,
         fault: &DeviceFault<'_, Self>,
@@ -171,6 +186,8 @@ impl DevicePrivateOps for VramPages {
 #[pin_data]
 struct Gpu {
     index: usize,
+    /// The PCI device, as the client named in alias faults.
+    dev: ARef<device::Device>,
     pages: Pin<KBox<Pagemap<VramPages>>>,
     /// Serialises migrations into VRAM against unbind; `true` once unbound.
     #[pin]
@@ -260,7 +277,15 @@ fn show_stats(gpu: &Arc<Gpu>, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Re
     writeln!(f, "migrated_to_ram {}", s.to_sys.load(Relaxed))?;
     writeln!(f, "cpu_faults {}", s.cpu_faults.load(Relaxed))?;
     writeln!(f, "alloc_failures {}", s.alloc_fail.load(Relaxed))?;
-    writeln!(f, "evicted {}", s.evicted.load(Relaxed))
+    writeln!(f, "evicted {}", s.evicted.load(Relaxed))?;
+    writeln!(f, "alias_grants {}", s.alias_grants.load(Relaxed))?;
+    writeln!(f, "alias_accesses {}", s.alias_access.load(Relaxed))
+}
+
+/// The device that names this GPU as an alias client.
+fn client_dev(pdev: &pci::Device<Bound>) -> ARef<device::Device> {
+    let dev: &device::Device = AsRef::<device::Device<Bound>>::as_ref(pdev);
+    dev.into()
 }
 
 struct RvramDriver;
@@ -316,6 +341,7 @@ impl pci::Driver for RvramDriver {
                     None,
                     Ok::<_, Error>(VramPages {
                         vram: vram.into_devres()?,
+                        p2p_pfn: p2p.pfn(),
                         stats: Stats::new(),
                     }),
                 ),
@@ -333,6 +359,7 @@ impl pci::Driver for RvramDriver {
                 let gpu = Arc::pin_init(
                     try_pin_init!(Gpu {
                         index,
+                        dev: client_dev(pdev),
                         pages,
                         ops <- new_mutex!(false),
                     }),
@@ -372,6 +399,9 @@ impl PinnedDrop for Rvram<'_> {
         REGISTRY.lock().gpus[gpu.index] = None;
         // No new migrations into VRAM; open files get ENODEV from now on.
         *gpu.ops.lock() = true;
+        // No new P2P aliases; eviction below invalidates every mirror that
+        // holds one, before `p2p` (dropped after this) frees the BAR pages.
+        gpu.pages.revoke_aliases();
         // Data in VRAM goes back to system memory while the BAR is mapped.
         match gpu.evict_all() {
             Ok(n) => dev_info!(
