@@ -5,8 +5,10 @@
 #  1. toolchain (idempotent), host unit tests, clippy and rustfmt
 #  2. patches/ is current, and the whole series applies to the base
 #  3. the debug kernel (base + series) and the out-of-tree module build
-#  4. VM suites under TCG: one GPU (rvram probe, rvram KUnit, hmm-tests on
-#     test_hmm) and two GPUs (probe), each with a verdict per suite
+#  4. VM suites under TCG, each with a verdict per suite: one GPU (rvram
+#     probe, KUnit, hmm-tests on test_hmm, unbind), two GPUs (probe,
+#     hmm-tests on rvram), and two GPUs under the switch plus one far GPU
+#     (P2P aliases: granted, not asked for, impossible, revoked)
 #
 # Results: results/<plan>/ in the clone. Exits non-zero on any failure.
 set -euo pipefail
@@ -29,7 +31,7 @@ fi
 grep "^test result" results/cargo-test.log >&2
 cargo clippy --locked -q --workspace --all-targets -- -D warnings
 cargo fmt --check
-cargo build --release --locked -q -p rvram-tool
+cargo build --release --locked -q -p rvram-tool -p rvram-rdma-test
 rvram=$RVRAM_TOP/target/release/rvram
 
 step "kernel source"
@@ -53,7 +55,7 @@ fi
 hmm_tests=$(tools/build-hmm-tests.sh "$kobj")
 
 step "VM suites"
-rm -rf results/single results/dual
+rm -rf results/single results/dual results/alias
 fail=0
 run_plan() {
 	local plan=$1
@@ -66,6 +68,7 @@ run_plan() {
 export RVRAM_HMM_TESTS=$hmm_tests
 run_plan single --gpus 1 --vram 256
 run_plan dual --gpus 2 --vram 512,256
+run_plan alias --gpus 2 --far-gpus 1 --vram 256
 
 step "done"
 if [ $fail != 0 ]; then

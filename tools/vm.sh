@@ -6,6 +6,8 @@
 #     --kernel DIR     kernel object directory (default: debug build)
 #     --gpus N         number of ivshmem-plain GPUs (default 1)
 #     --vram MB[,MB]   VRAM size per GPU in MiB (default 256)
+#     --far-gpus N     GPUs outside the switch, each behind its own root port
+#                      on the host bridge: P2PDMA cannot reach them (default 0)
 #     --timeout S      wall-clock limit for the whole guest (default 900)
 #     --memory M       guest RAM (default 3G)
 #
@@ -21,6 +23,7 @@ set -euo pipefail
 
 kobj=$RVRAM_CACHE/build/debug
 gpus=1
+far_gpus=0
 vram=256
 timeout_s=900
 memory=3G
@@ -28,6 +31,7 @@ while [ $# -gt 2 ]; do
 	case $1 in
 	--kernel) kobj=$2; shift 2 ;;
 	--gpus) gpus=$2; shift 2 ;;
+	--far-gpus) far_gpus=$2; shift 2 ;;
 	--vram) vram=$2; shift 2 ;;
 	--timeout) timeout_s=$2; shift 2 ;;
 	--memory) memory=$2; shift 2 ;;
@@ -56,6 +60,13 @@ for ((i = 0; i < gpus; i++)); do
 	qopts+=" -device ivshmem-plain,memdev=rvram_vram$i,bus=rvram_dp$i"
 done
 qopts+=" -device xio3130-downstream,id=rvram_peer,bus=rvram_up,chassis=$((41 + gpus)),slot=0"
+# Far GPUs come after the switch on the root bus, so they are probed (and
+# numbered) after the GPUs under it.
+for ((i = 0; i < far_gpus; i++)); do
+	qopts+=" -device pcie-root-port,id=rvram_farrp$i,bus=pcie.0,chassis=$((60 + i)),slot=0"
+	qopts+=" -object memory-backend-ram,id=rvram_farvram$i,size=${sizes[-1]}M"
+	qopts+=" -device ivshmem-plain,memdev=rvram_farvram$i,bus=rvram_farrp$i"
+done
 
 # /dev/kvm may exist but be unable to boot a stock kernel (nested PVM here
 # hangs after decompression). Probe once per kernel and remember.
@@ -76,8 +87,8 @@ if [ "$(cat "$accel_cache")" = tcg ]; then
 	accel=(--disable-kvm)
 fi
 
-env_str="RVRAM_TOP=$RVRAM_TOP RVRAM_KOBJ=$kobj RVRAM_HMM_TESTS=${RVRAM_HMM_TESTS:-$kobj/rvram-tests/hmm-tests} RVRAM_GUEST_BIN=$kobj/rvram-tests RVRAM_GPUS=$gpus RVRAM_VRAM_MB='${expect_sizes[*]}'"
-log "booting $plan: $gpus GPU(s) (${expect_sizes[*]} MiB), ${accel[*]:-kvm}, timeout ${timeout_s}s"
+env_str="RVRAM_TOP=$RVRAM_TOP RVRAM_KOBJ=$kobj RVRAM_HMM_TESTS=${RVRAM_HMM_TESTS:-$kobj/rvram-tests/hmm-tests} RVRAM_GUEST_BIN=$kobj/rvram-tests RVRAM_GPUS=$gpus RVRAM_FAR_GPUS=$far_gpus RVRAM_VRAM_MB='${expect_sizes[*]}'"
+log "booting $plan: $gpus GPU(s) + $far_gpus far (${expect_sizes[*]} MiB), ${accel[*]:-kvm}, timeout ${timeout_s}s"
 start=$SECONDS
 set +e
 # vng hands QEMU /proc/self/fd/1 as a file chardev, which would truncate a

@@ -31,6 +31,8 @@ run_suite() {
 # The kernel crate's doctests, and our mm-glue abstractions' suites.
 expect kunit:rust_doctests_kernel
 expect kunit:rust_kernel_mm_pagemap kunit:rust_kernel_mm_migrate kunit:rust_kernel_mm_hmm
+# The C KUnit suite of our mm/hmm patch.
+expect kunit:hmm_alias
 
 case $plan in
 single)
@@ -43,6 +45,16 @@ dual)
 	expect kunit:rvram_vram rvram-probe-dual hmm-tests-rvram
 	run_suite rvram-probe-dual "$T/rvram-probe.sh"
 	run_suite hmm-tests-rvram "$T/hmm-tests.sh" rvram
+	;;
+alias)
+	# Two GPUs under the switch and one far GPU (tools/vm.sh --far-gpus 1).
+	expect kunit:rvram_vram rvram-alias rdma-odp-ram rdma-odp-alias rdma-odp-migrate
+	run_suite rvram-alias "$T/rvram-alias.sh"
+	# ODP MRs on Soft-RoCE from user verbs: system RAM, then VRAM with
+	# P2P aliases, then VRAM with aliases disabled (status quo).
+	run_suite rdma-odp-ram "$T/rdma-odp.sh" ram
+	run_suite rdma-odp-alias "$T/rdma-odp.sh" alias
+	run_suite rdma-odp-migrate "$T/rdma-odp.sh" migrate
 	;;
 demo)
 	"$T/demo.sh"

@@ -1,0 +1,45 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# ODP memory regions on Soft-RoCE from user verbs (tests/rdma, Rust):
+#
+#   rdma-odp.sh ram       target in system RAM (catches the rxe offset bug)
+#   rdma-odp.sh alias     target in rvram's VRAM: rxe uses P2P aliases,
+#                         nothing migrates
+#   rdma-odp.sh migrate   the same with ib_core.odp_p2p_alias=0: the
+#                         status quo, every touched page migrates
+#
+# Environment: RVRAM_TOP, RVRAM_RESULTS.
+set -u
+mode=$1
+bin=$RVRAM_TOP/target/release/rvram-rdma-test
+param=/sys/module/ib_core/parameters/odp_p2p_alias
+
+ip link set lo up
+modprobe rdma_rxe || exit 1
+rdma link show rxe0 > /dev/null 2>&1 || rdma link add rxe0 type rxe netdev lo || exit 1
+args=(--device rxe0 --gid-index 1 --mtu 1024 --mtu 4096)
+rc=0
+case $mode in
+ram)
+	"$bin" "${args[@]}" || rc=$?
+	;;
+alias | migrate)
+	insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" || exit 1
+	if [ "$mode" = migrate ]; then
+		echo 0 > "$param" || exit 1
+	else
+		echo 1 > "$param" || exit 1
+	fi
+	# A small target: every case migrates all of it into VRAM first.
+	"$bin" "${args[@]}" --size 512K --vram /dev/rvram0 --expect "$mode" \
+		--bench --bench-out "$RVRAM_RESULTS/bench-$mode.md" || rc=$?
+	echo 1 > "$param"
+	cat /sys/kernel/debug/rvram/rvram0/stats >&2
+	rmmod rvram || rc=1
+	;;
+*)
+	echo "usage: $0 ram|alias|migrate" >&2
+	exit 2
+	;;
+esac
+exit $rc

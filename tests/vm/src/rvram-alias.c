@@ -1,0 +1,388 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * P2P aliases of device-private pages, end to end through rvram.
+ *
+ *   rvram-alias OWNER NEAR FAR OWNER_PCI
+ *
+ * OWNER, NEAR and FAR are rvram indices: OWNER and NEAR sit under one PCIe
+ * switch (P2PDMA possible), FAR behind its own root port on the q35 host
+ * bridge, which is not on the P2PDMA whitelist (P2PDMA impossible).
+ * OWNER_PCI is OWNER's PCI address, for the unbind case.
+ *
+ * Data is migrated into OWNER's VRAM; then NEAR or FAR reads and writes it
+ * through the dmirror ABI as a DMA client (HMM_DMIRROR_FLAGS with rvram's
+ * alias flags), and the test checks every byte, where the pages are
+ * (OWNER's SNAPSHOT) and rvram's counters in debugfs.
+ *
+ * Prints TAP.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+struct hmm_dmirror_cmd {
+	uint64_t addr, ptr, npages, cpages, faults;
+};
+
+#define HMM_DMIRROR_READ _IOWR('H', 0x00, struct hmm_dmirror_cmd)
+#define HMM_DMIRROR_WRITE _IOWR('H', 0x01, struct hmm_dmirror_cmd)
+#define HMM_DMIRROR_MIGRATE_TO_DEV _IOWR('H', 0x02, struct hmm_dmirror_cmd)
+#define HMM_DMIRROR_MIGRATE_TO_SYS _IOWR('H', 0x03, struct hmm_dmirror_cmd)
+#define HMM_DMIRROR_SNAPSHOT _IOWR('H', 0x04, struct hmm_dmirror_cmd)
+#define HMM_DMIRROR_RELEASE _IOWR('H', 0x07, struct hmm_dmirror_cmd)
+#define HMM_DMIRROR_FLAGS _IOWR('H', 0x08, struct hmm_dmirror_cmd)
+#define PROT_DEV_PRIVATE_LOCAL 0x20
+#define PROT_PMD 0x04
+
+/* rvram's own HMM_DMIRROR_FLAGS bits (drivers/rvram/dmirror.rs) */
+#define RVRAM_FLAG_ALIAS_DMA (1ULL << 16)
+#define RVRAM_FLAG_ALIAS_CPU (1ULL << 17)
+
+#define NPAGES 1024L /* two PMDs */
+#define SIZE (NPAGES * 4096L)
+
+static int n, failed;
+static int owner, near, far;
+/* Per GPU: a plain mirror, a DMA alias client, a virtual-DMA alias client. */
+static int plain[8], dma[8], cpu[8];
+
+static void check(int ok, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void check(int ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%sok %d ", ok ? "" : "not ", ++n);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	if (!ok)
+		failed++;
+}
+
+/* One counter of /sys/kernel/debug/rvram/rvramN/stats, -1 if missing. */
+static long long stat_of(int gpu, const char *key)
+{
+	char path[96], k[64];
+	long long v, ret = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/kernel/debug/rvram/rvram%d/stats", gpu);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fscanf(f, "%63s %lld", k, &v) == 2)
+		if (!strcmp(k, key))
+			ret = v;
+	fclose(f);
+	return ret;
+}
+
+struct counters {
+	long long to_ram, grants, accesses;
+};
+
+static struct counters counters(int client)
+{
+	struct counters c = {
+		.to_ram = stat_of(owner, "migrated_to_ram"),
+		.grants = stat_of(owner, "alias_grants"),
+		.accesses = stat_of(client, "alias_accesses"),
+	};
+	return c;
+}
+
+static int dmirror(int fd, unsigned long req, void *addr, void *ptr,
+		   uint64_t npages)
+{
+	struct hmm_dmirror_cmd cmd = {
+		.addr = (uintptr_t)addr,
+		.ptr = (uintptr_t)ptr,
+		.npages = npages,
+	};
+
+	if (ioctl(fd, req, &cmd)) {
+		int err = errno;
+
+		printf("# ioctl %#lx: %s\n", req, strerror(err));
+		return -err;
+	}
+	/* Data commands report how many pages they handled. */
+	if ((req == HMM_DMIRROR_READ || req == HMM_DMIRROR_WRITE ||
+	     req == HMM_DMIRROR_MIGRATE_TO_DEV || req == HMM_DMIRROR_MIGRATE_TO_SYS) &&
+	    cmd.cpages != npages)
+		return -EIO;
+	return 0;
+}
+
+static int set_flags(int fd, uint64_t flags)
+{
+	return dmirror(fd, HMM_DMIRROR_FLAGS, NULL, NULL, flags);
+}
+
+static void fill(unsigned char *p, unsigned int seed)
+{
+	size_t i;
+
+	for (i = 0; i < SIZE; i++)
+		p[i] = (unsigned char)(i * 13 + i / 4096 + seed);
+}
+
+static size_t mismatches(const unsigned char *p, unsigned int seed)
+{
+	size_t i, bad = 0;
+
+	for (i = 0; i < SIZE; i++)
+		bad += p[i] != (unsigned char)(i * 13 + i / 4096 + seed);
+	return bad;
+}
+
+/* Pages of the range resident in OWNER's VRAM, and how many PMD-mapped. */
+static size_t resident(unsigned char *buf, size_t *pmd)
+{
+	unsigned char snap[NPAGES];
+	size_t i, r = 0;
+
+	*pmd = 0;
+	if (dmirror(plain[owner], HMM_DMIRROR_SNAPSHOT, buf, snap, NPAGES))
+		return 0;
+	for (i = 0; i < NPAGES; i++) {
+		r += (snap[i] & 0xf0) == PROT_DEV_PRIVATE_LOCAL;
+		*pmd += !!(snap[i] & PROT_PMD);
+	}
+	return r;
+}
+
+/* A THP-aligned anonymous buffer with @seed's pattern, moved into VRAM. */
+static unsigned char *vram_buffer(unsigned int seed, unsigned char *bounce)
+{
+	unsigned char *raw, *buf;
+	size_t pmd;
+
+	raw = mmap(NULL, SIZE + (2UL << 20), PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (raw == MAP_FAILED)
+		return NULL;
+	buf = (unsigned char *)(((uintptr_t)raw + (2UL << 20) - 1) & ~((2UL << 20) - 1));
+	madvise(buf, SIZE, MADV_HUGEPAGE);
+	fill(buf, seed);
+	if (dmirror(plain[owner], HMM_DMIRROR_MIGRATE_TO_DEV, buf, bounce, NPAGES) ||
+	    resident(buf, &pmd) != NPAGES)
+		return NULL;
+	printf("# seed %u: %lu pages in rvram%d, %zu PMD-mapped\n", seed, NPAGES, owner, pmd);
+	return buf;
+}
+
+static void report(const char *what, struct counters a, struct counters b)
+{
+	printf("# %s: migrated_to_ram +%lld, alias_grants +%lld, alias_accesses +%lld\n",
+	       what, b.to_ram - a.to_ram, b.grants - a.grants, b.accesses - a.accesses);
+}
+
+/* NEAR reads and writes through P2P aliases: nothing migrates. */
+static void alias_allowed(unsigned char *bounce)
+{
+	unsigned char *buf = vram_buffer(1, bounce);
+	struct counters a, b;
+	size_t pmd;
+
+	check(buf != NULL, "alias: data in rvram%d", owner);
+	if (!buf)
+		return;
+	a = counters(near);
+	memset(bounce, 0, SIZE);
+	check(dmirror(dma[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0, "alias: rvram%d reads the range", near);
+	b = counters(near);
+	report("alias read", a, b);
+	check(mismatches(bounce, 1) == 0, "alias: every byte read through the alias is right");
+	check(b.to_ram == a.to_ram, "alias: no page migrated to RAM");
+	/* One grant per page table entry: a page, or a PMD-mapped folio. */
+	check(b.grants - a.grants >= 2 && b.grants - a.grants <= NPAGES,
+	      "alias: rvram%d granted aliases (%lld)", owner, b.grants - a.grants);
+	check(b.accesses - a.accesses == NPAGES, "alias: rvram%d accessed %lu pages through aliases", near, NPAGES);
+	check(resident(buf, &pmd) == NPAGES, "alias: the pages are still in rvram%d's VRAM", owner);
+
+	/* The owner writes through the device; the client sees it. */
+	fill(bounce, 2);
+	check(dmirror(plain[owner], HMM_DMIRROR_WRITE, buf, bounce, NPAGES) == 0, "alias: rvram%d writes its VRAM", owner);
+	memset(bounce, 0, SIZE);
+	a = counters(near);
+	check(dmirror(dma[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
+	      mismatches(bounce, 2) == 0, "alias: data written by the owner is read through the alias");
+
+	/* The client writes through the alias; the CPU sees it. */
+	fill(bounce, 3);
+	check(dmirror(dma[near], HMM_DMIRROR_WRITE, buf, bounce, NPAGES) == 0, "alias: rvram%d writes through the alias", near);
+	b = counters(near);
+	report("alias read+write", a, b);
+	check(b.to_ram == a.to_ram && resident(buf, &pmd) == NPAGES,
+	      "alias: after the write the pages are still in VRAM, none migrated");
+	check(mismatches(buf, 3) == 0, "alias: the CPU reads what the client wrote");
+
+	/* Invalidation: pages moved back to RAM are read from RAM. */
+	buf = vram_buffer(4, bounce);
+	check(buf && dmirror(plain[owner], HMM_DMIRROR_MIGRATE_TO_SYS, buf, bounce, NPAGES) == 0,
+	      "alias: the range migrates back to RAM");
+	a = counters(near);
+	check(buf && dmirror(dma[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
+	      mismatches(bounce, 4) == 0, "alias: after migration the client reads the RAM copy");
+	b = counters(near);
+	check(b.accesses == a.accesses, "alias: no alias used for pages in RAM");
+
+	/* Eviction of the owner's VRAM (RELEASE) while the client uses aliases. */
+	buf = vram_buffer(9, bounce);
+	check(buf && dmirror(dma[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
+	      mismatches(bounce, 9) == 0, "evict: rvram%d reads through aliases", near);
+	check(buf && dmirror(plain[owner], HMM_DMIRROR_RELEASE, buf, NULL, 1) == 0,
+	      "evict: rvram%d evicts its VRAM", owner);
+	a = counters(near);
+	memset(bounce, 0, SIZE);
+	check(buf && dmirror(dma[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
+	      mismatches(bounce, 9) == 0, "evict: the client reads the evicted data");
+	b = counters(near);
+	check(b.accesses == a.accesses && resident(buf, &pmd) == 0,
+	      "evict: nothing in VRAM, no alias used");
+	check(buf && mismatches(buf, 9) == 0, "evict: the CPU reads the evicted data");
+}
+
+/* Without the flag NEAR's reads migrate the pages: the status quo. */
+static void alias_not_allowed(unsigned char *bounce)
+{
+	unsigned char *buf = vram_buffer(5, bounce);
+	struct counters a, b;
+	size_t pmd;
+
+	check(buf != NULL, "no alias: data in rvram%d, rvram%d is a plain mirror", owner, near);
+	if (!buf)
+		return;
+	a = counters(near);
+	check(dmirror(plain[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
+	      mismatches(bounce, 5) == 0, "no alias: rvram%d reads the right data", near);
+	b = counters(near);
+	report("no alias", a, b);
+	check(b.to_ram - a.to_ram == NPAGES, "no alias: all %lu pages migrated to RAM", NPAGES);
+	check(b.grants == a.grants && b.accesses == a.accesses, "no alias: no alias granted or used");
+	check(resident(buf, &pmd) == 0, "no alias: nothing left in VRAM");
+}
+
+/* FAR cannot reach OWNER peer to peer: core falls back to migration. */
+static void fallback(unsigned char *bounce)
+{
+	unsigned char *buf = vram_buffer(6, bounce);
+	struct counters a, b;
+	size_t pmd;
+
+	check(buf != NULL,
+	      "fallback: data in rvram%d, rvram%d (across the host bridge) is a DMA alias client", owner, far);
+	if (!buf)
+		return;
+	a = counters(far);
+	check(dmirror(dma[far], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
+	      mismatches(bounce, 6) == 0, "fallback: rvram%d reads the right data", far);
+	b = counters(far);
+	report("fallback", a, b);
+	check(b.to_ram - a.to_ram == NPAGES, "fallback: all %lu pages migrated to RAM", NPAGES);
+	check(b.accesses == a.accesses, "fallback: rvram%d used no alias", far);
+	check(resident(buf, &pmd) == 0, "fallback: nothing left in VRAM");
+
+	/* The virtual-DMA rule: a CPU client can use any alias. */
+	buf = vram_buffer(7, bounce);
+	check(buf != NULL, "cpu client: data in rvram%d, rvram%d is a virtual-DMA alias client",
+	      owner, far);
+	if (!buf)
+		return;
+	a = counters(far);
+	check(dmirror(cpu[far], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
+	      mismatches(bounce, 7) == 0, "cpu client: reads the right data");
+	b = counters(far);
+	report("cpu client", a, b);
+	check(b.to_ram == a.to_ram && b.accesses - a.accesses == NPAGES,
+	      "cpu client: read through aliases, nothing migrated");
+	check(resident(buf, &pmd) == NPAGES, "cpu client: the pages are still in VRAM");
+}
+
+static int sysfs_write(const char *path, const char *val)
+{
+	int f = open(path, O_WRONLY);
+	int ret;
+
+	if (f < 0)
+		return -errno;
+	ret = write(f, val, strlen(val)) < 0 ? -errno : 0;
+	close(f);
+	return ret;
+}
+
+/* Unbinding the owner revokes the aliases; the data survives in RAM. */
+static void unbind(unsigned char *bounce, const char *pci)
+{
+	unsigned char *buf = vram_buffer(8, bounce);
+	struct counters a;
+
+	check(buf &&
+	      dmirror(dma[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
+	      mismatches(bounce, 8) == 0, "unbind: rvram%d reads through aliases", near);
+	if (!buf)
+		return;
+	a = counters(near);
+	check(sysfs_write("/sys/bus/pci/drivers/rvram/unbind", pci) == 0, "unbind: rvram%d unbound", owner);
+	memset(bounce, 0, SIZE);
+	check(dmirror(dma[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
+	      mismatches(bounce, 8) == 0, "unbind: the client reads the evicted data");
+	check(stat_of(near, "alias_accesses") == a.accesses, "unbind: no alias of the unbound GPU is used");
+	check(mismatches(buf, 8) == 0, "unbind: the CPU reads the evicted data");
+	check(sysfs_write("/sys/bus/pci/drivers/rvram/bind", pci) == 0, "unbind: rebound");
+}
+
+int main(int argc, char **argv)
+{
+	unsigned char *bounce;
+	char path[32];
+	int i;
+
+	if (argc != 5) {
+		fprintf(stderr, "usage: %s OWNER NEAR FAR OWNER_PCI\n", argv[0]);
+		return 2;
+	}
+	owner = atoi(argv[1]);
+	near = atoi(argv[2]);
+	far = atoi(argv[3]);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	printf("TAP version 13\n");
+	if (owner < 0 || owner > 7 || near < 0 || near > 7 || far < 0 || far > 7) {
+		fprintf(stderr, "rvram indices are 0..7\n");
+		return 2;
+	}
+	for (i = 0; i < 8; i++) {
+		snprintf(path, sizeof(path), "/dev/rvram%d", i);
+		plain[i] = open(path, O_RDWR);
+		dma[i] = open(path, O_RDWR);
+		cpu[i] = open(path, O_RDWR);
+	}
+	check(plain[owner] >= 0 && dma[near] >= 0 && dma[far] >= 0 && cpu[far] >= 0,
+	      "open rvram%d, rvram%d, rvram%d", owner, near, far);
+	check(set_flags(dma[near], RVRAM_FLAG_ALIAS_DMA) == 0 &&
+	      set_flags(dma[far], RVRAM_FLAG_ALIAS_DMA) == 0 &&
+	      set_flags(cpu[far], RVRAM_FLAG_ALIAS_CPU) == 0, "set the alias client flags");
+	check(set_flags(cpu[near], RVRAM_FLAG_ALIAS_DMA | RVRAM_FLAG_ALIAS_CPU) == -EINVAL,
+	      "both alias modes at once: EINVAL");
+	check(set_flags(cpu[near], 1ULL << 40) == -EINVAL, "unknown flag: EINVAL");
+	bounce = malloc(SIZE);
+
+	alias_allowed(bounce);
+	alias_not_allowed(bounce);
+	fallback(bounce);
+	unbind(bounce, argv[4]);
+
+	printf("1..%d\n", n);
+	return failed ? 1 : 0;
+}
