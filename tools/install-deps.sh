@@ -16,7 +16,7 @@ PKGS=(
 	rustc-web rust-web-src rust-web-clippy
 	clang-19 lld-19 llvm-19 libclang-19-dev
 	ccache flex bison bc libelf-dev libssl-dev dwarves cpio kmod
-	make gcc libc6-dev python3-venv xz-utils
+	make gcc libc6-dev python3-venv xz-utils cmake
 	qemu-system-x86 pciutils iproute2
 	rdma-core ibverbs-utils perftest ibverbs-providers libibverbs1
 	python3-pyverbs python3-ply

@@ -1,0 +1,558 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Run configuration and its command line.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sideway::ibverbs::device_context::Mtu;
+
+/// The CPU page size the test cases are laid out around.
+pub const PAGE_SIZE: usize = 4096;
+
+/// An RDMA path MTU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PathMtu {
+    /// 256 bytes.
+    Mtu256,
+    /// 512 bytes.
+    Mtu512,
+    /// 1024 bytes.
+    Mtu1024,
+    /// 2048 bytes.
+    Mtu2048,
+    /// 4096 bytes.
+    Mtu4096,
+}
+
+impl PathMtu {
+    /// Every path MTU, smallest first.
+    pub const ALL: [PathMtu; 5] = [
+        PathMtu::Mtu256,
+        PathMtu::Mtu512,
+        PathMtu::Mtu1024,
+        PathMtu::Mtu2048,
+        PathMtu::Mtu4096,
+    ];
+
+    /// The MTU in bytes.
+    pub fn bytes(self) -> usize {
+        match self {
+            PathMtu::Mtu256 => 256,
+            PathMtu::Mtu512 => 512,
+            PathMtu::Mtu1024 => 1024,
+            PathMtu::Mtu2048 => 2048,
+            PathMtu::Mtu4096 => 4096,
+        }
+    }
+
+    /// The MTU as sideway's QP attribute value.
+    pub fn to_sideway(self) -> Mtu {
+        match self {
+            PathMtu::Mtu256 => Mtu::Mtu256,
+            PathMtu::Mtu512 => Mtu::Mtu512,
+            PathMtu::Mtu1024 => Mtu::Mtu1024,
+            PathMtu::Mtu2048 => Mtu::Mtu2048,
+            PathMtu::Mtu4096 => Mtu::Mtu4096,
+        }
+    }
+}
+
+impl fmt::Display for PathMtu {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.bytes())
+    }
+}
+
+impl FromStr for PathMtu {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        PathMtu::ALL
+            .into_iter()
+            .find(|mtu| mtu.bytes().to_string() == s)
+            .ok_or_else(|| format!("invalid MTU {s:?}: expected 256, 512, 1024, 2048 or 4096"))
+    }
+}
+
+/// What VRAM mode expects rxe to do with target pages that are in VRAM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Expect {
+    /// Access them through their P2P alias: rvram's `alias_grants` rises,
+    /// `migrated_to_ram` stays flat and the pages stay in VRAM
+    /// (`ib_core.odp_p2p_alias=1`).
+    Alias,
+    /// Migrate them back to system RAM first: `migrated_to_ram` rises and
+    /// `alias_grants` stays flat (`ib_core.odp_p2p_alias=0`).
+    Migrate,
+}
+
+impl fmt::Display for Expect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Expect::Alias => "alias",
+            Expect::Migrate => "migrate",
+        })
+    }
+}
+
+impl FromStr for Expect {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "alias" => Ok(Expect::Alias),
+            "migrate" => Ok(Expect::Migrate),
+            _ => Err(format!("invalid --expect {s:?}: expected alias or migrate")),
+        }
+    }
+}
+
+/// VRAM mode: the target is moved into an rvram GPU's VRAM before the RDMA
+/// operations of every case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VramMode {
+    /// The GPU's character device, `/dev/rvramN`.
+    pub device: PathBuf,
+    /// What rxe must do with pages in VRAM.
+    pub expect: Expect,
+}
+
+/// The first-touch and bandwidth benchmark.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bench {
+    /// Skip the test suite, run only the benchmark.
+    pub only: bool,
+    /// Also write the results as a markdown table here.
+    pub out: Option<PathBuf>,
+}
+
+/// Everything a run needs to know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// RDMA device name, e.g. `rxe0`.
+    pub device: String,
+    /// Port number on the device.
+    pub port: u8,
+    /// Source (and, as both QPs are on one port, destination) GID index.
+    pub gid_index: u8,
+    /// The path MTUs to run the suite at, each with fresh QPs.
+    pub mtus: Vec<PathMtu>,
+    /// Size of the target buffer the binary allocates; callers of
+    /// [`run_suite`](crate::run_suite) bring their own buffer instead.
+    pub size: usize,
+    /// Register the target with `IBV_ACCESS_ON_DEMAND`.
+    pub odp: bool,
+    /// Check the target through the CPU after RDMA WRITE and SEND, and the
+    /// bytes around each written range. Off, the target is only read back by
+    /// RDMA READ (and the CPU does not fault pages back between WRITE and
+    /// READ).
+    pub cpu_check: bool,
+    /// Bytes on each side of a written range that must keep the background
+    /// pattern.
+    pub guard: usize,
+    /// How long to wait for one work completion before failing the case.
+    pub timeout: Duration,
+    /// VRAM mode, if asked for.
+    pub vram: Option<VramMode>,
+    /// The benchmark, if asked for.
+    pub bench: Option<Bench>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            device: "rxe0".to_owned(),
+            port: 1,
+            gid_index: 1,
+            mtus: vec![PathMtu::Mtu1024, PathMtu::Mtu4096],
+            size: 4 << 20,
+            odp: true,
+            cpu_check: true,
+            guard: PAGE_SIZE,
+            timeout: Duration::from_secs(10),
+            vram: None,
+            bench: None,
+        }
+    }
+}
+
+/// What the command line asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Run the suite.
+    Run(Config),
+    /// Print [`USAGE`] and exit.
+    Help,
+}
+
+/// The `--help` text.
+pub const USAGE: &str = "\
+usage: rvram-rdma-test [OPTIONS]
+
+RDMA WRITE/READ, SEND/RECV and atomics between two RC QPs of one device,
+against a target buffer registered as an on-demand-paging MR. TAP 13 on
+stdout; exit 0 if all pass, 1 if a case fails, 2 on a setup error.
+
+options:
+  --device NAME      RDMA device (default rxe0)
+  --port N           device port (default 1)
+  --gid-index N      GID index, RoCE v2 for rxe (default 1)
+  --mtu MTU          path MTU: 256, 512, 1024, 2048 or 4096; repeat for
+                     several (default: 1024 and 4096)
+  --size BYTES       target buffer size, K/M/G suffixes allowed (default 4M)
+  --no-odp           register the target without IBV_ACCESS_ON_DEMAND
+  --no-cpu-check     verify the target by RDMA READ only, not by the CPU
+  --guard BYTES      bytes checked untouched on each side (default 4096)
+  --timeout SECS     wait for a completion at most this long (default 10)
+  --vram /dev/rvramN VRAM mode: before the RDMA operations of each case,
+                     migrate the whole target into this rvram GPU's VRAM
+                     (HMM_DMIRROR_MIGRATE_TO_DEV), and check what rxe did with
+                     it through /sys/kernel/debug/rvram/rvramN/stats and a
+                     SNAPSHOT of the target taken before the CPU checks; one
+                     extra TAP point per case. Needs ODP and a --size that is
+                     a multiple of 4096
+  --expect MODE      with --vram: what rxe must do with pages in VRAM:
+                     alias   (default) access them through their P2P alias:
+                             migrated_to_ram flat, alias_grants up, the pages
+                             the case touched still in VRAM
+                     migrate move them to RAM first: migrated_to_ram up,
+                             alias_grants flat
+  --bench            after the suite, measure the first RDMA READ of each page
+                     of a fresh 4 MiB ODP target and steady-state 4 MiB RDMA
+                     WRITE/READ bandwidth, with the target in RAM and, with
+                     --vram, in VRAM (at the first --mtu; never asserted;
+                     `# bench NAME VALUE UNIT` lines)
+  --bench-only       --bench without the suite
+  --bench-out FILE   also write the bench results to FILE as a markdown table
+                     (implies --bench)
+  -h, --help         this text
+";
+
+/// Parses the command line, without the program name.
+pub fn parse_args<I>(args: I) -> Result<Command, String>
+where
+    I: IntoIterator,
+    I::Item: Into<String>,
+{
+    let mut cfg = Config::default();
+    let mut mtus = Vec::new();
+    let mut vram: Option<PathBuf> = None;
+    let mut expect: Option<Expect> = None;
+    let mut bench: Option<Bench> = None;
+    let mut args = args.into_iter().map(Into::into);
+    while let Some(arg) = args.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => {
+                (flag.to_owned(), Some(value.to_owned()))
+            }
+            _ => (arg, None),
+        };
+        let mut value = || {
+            inline
+                .clone()
+                .or_else(|| args.next())
+                .ok_or_else(|| format!("{flag} needs a value"))
+        };
+        match flag.as_str() {
+            "-h" | "--help" => return Ok(Command::Help),
+            "--device" => cfg.device = value()?,
+            "--port" => cfg.port = parse_int(&flag, &value()?)?,
+            "--gid-index" => cfg.gid_index = parse_int(&flag, &value()?)?,
+            "--mtu" => {
+                let mtu: PathMtu = value()?.parse()?;
+                if !mtus.contains(&mtu) {
+                    mtus.push(mtu);
+                }
+            }
+            "--size" => cfg.size = parse_size(&flag, &value()?)?,
+            "--no-odp" => cfg.odp = false,
+            "--no-cpu-check" => cfg.cpu_check = false,
+            "--guard" => cfg.guard = parse_size(&flag, &value()?)?,
+            "--timeout" => {
+                let secs: u64 = parse_int(&flag, &value()?)?;
+                if secs == 0 {
+                    return Err(format!("{flag} must be at least 1"));
+                }
+                cfg.timeout = Duration::from_secs(secs);
+            }
+            "--vram" => {
+                let path = value()?;
+                if path.is_empty() {
+                    return Err("--vram must not be empty".to_owned());
+                }
+                vram = Some(PathBuf::from(path));
+            }
+            "--expect" => expect = Some(value()?.parse()?),
+            "--bench" => {
+                bench.get_or_insert(Bench {
+                    only: false,
+                    out: None,
+                });
+            }
+            "--bench-only" => {
+                bench
+                    .get_or_insert(Bench {
+                        only: true,
+                        out: None,
+                    })
+                    .only = true;
+            }
+            "--bench-out" => {
+                let path = value()?;
+                if path.is_empty() {
+                    return Err("--bench-out must not be empty".to_owned());
+                }
+                bench
+                    .get_or_insert(Bench {
+                        only: false,
+                        out: None,
+                    })
+                    .out = Some(PathBuf::from(path));
+            }
+            _ => return Err(format!("unknown argument {flag:?}")),
+        }
+        if inline.is_some()
+            && matches!(
+                flag.as_str(),
+                "--no-odp" | "--no-cpu-check" | "--bench" | "--bench-only"
+            )
+        {
+            return Err(format!("{flag} takes no value"));
+        }
+    }
+    cfg.bench = bench;
+    cfg.vram = match (vram, expect) {
+        (Some(device), expect) => Some(VramMode {
+            device,
+            expect: expect.unwrap_or(Expect::Alias),
+        }),
+        (None, Some(_)) => return Err("--expect needs --vram".to_owned()),
+        (None, None) => None,
+    };
+    if cfg.vram.is_some() {
+        if !cfg.odp {
+            return Err(
+                "--vram needs an ODP target: pinned pages cannot migrate into VRAM".to_owned(),
+            );
+        }
+        if !cfg.size.is_multiple_of(PAGE_SIZE) {
+            return Err(format!(
+                "--size must be a multiple of {PAGE_SIZE} with --vram (whole pages migrate)"
+            ));
+        }
+    }
+    if !mtus.is_empty() {
+        cfg.mtus = mtus;
+    }
+    if cfg.size < PAGE_SIZE {
+        return Err(format!("--size must be at least {PAGE_SIZE}"));
+    }
+    if cfg.device.is_empty() {
+        return Err("--device must not be empty".to_owned());
+    }
+    Ok(Command::Run(cfg))
+}
+
+/// Parses a decimal integer option value.
+fn parse_int<T: FromStr>(flag: &str, value: &str) -> Result<T, String> {
+    value
+        .parse()
+        .map_err(|_| format!("{flag}: invalid number {value:?}"))
+}
+
+/// Parses a byte count with an optional binary `K`, `M` or `G` suffix.
+fn parse_size(flag: &str, value: &str) -> Result<usize, String> {
+    let (digits, shift) = match value.as_bytes().last() {
+        Some(b'k' | b'K') => (&value[..value.len() - 1], 10),
+        Some(b'm' | b'M') => (&value[..value.len() - 1], 20),
+        Some(b'g' | b'G') => (&value[..value.len() - 1], 30),
+        _ => (value, 0),
+    };
+    let n: usize = parse_int(flag, digits)?;
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("{flag}: {value:?} is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str]) -> Config {
+        match parse_args(args.iter().copied()) {
+            Ok(Command::Run(cfg)) => cfg,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let cfg = run(&[]);
+        assert_eq!(cfg, Config::default());
+        assert_eq!(cfg.device, "rxe0");
+        assert_eq!(cfg.port, 1);
+        assert_eq!(cfg.gid_index, 1);
+        assert_eq!(cfg.mtus, [PathMtu::Mtu1024, PathMtu::Mtu4096]);
+        assert_eq!(cfg.size, 4 << 20);
+        assert!(cfg.odp);
+        assert!(cfg.cpu_check);
+        assert_eq!(cfg.timeout, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn every_option() {
+        let cfg = run(&[
+            "--device",
+            "mlx5_0",
+            "--port=2",
+            "--gid-index",
+            "3",
+            "--mtu",
+            "4096",
+            "--mtu=1024",
+            "--mtu",
+            "4096",
+            "--size",
+            "64K",
+            "--no-odp",
+            "--no-cpu-check",
+            "--guard=128",
+            "--timeout",
+            "3",
+        ]);
+        assert_eq!(cfg.device, "mlx5_0");
+        assert_eq!(cfg.port, 2);
+        assert_eq!(cfg.gid_index, 3);
+        assert_eq!(cfg.mtus, [PathMtu::Mtu4096, PathMtu::Mtu1024]);
+        assert_eq!(cfg.size, 64 << 10);
+        assert!(!cfg.odp);
+        assert!(!cfg.cpu_check);
+        assert_eq!(cfg.guard, 128);
+        assert_eq!(cfg.timeout, Duration::from_secs(3));
+    }
+
+    #[test]
+    fn vram_options() {
+        let cfg = run(&["--vram", "/dev/rvram0"]);
+        assert_eq!(
+            cfg.vram,
+            Some(VramMode {
+                device: "/dev/rvram0".into(),
+                expect: Expect::Alias,
+            })
+        );
+        assert_eq!(cfg.bench, None);
+        let cfg = run(&["--expect=migrate", "--vram=/dev/rvram1", "--size", "64K"]);
+        assert_eq!(
+            cfg.vram,
+            Some(VramMode {
+                device: "/dev/rvram1".into(),
+                expect: Expect::Migrate,
+            })
+        );
+        assert_eq!(
+            run(&["--vram", "/dev/rvram0", "--expect", "alias"])
+                .vram
+                .map(|v| v.expect),
+            Some(Expect::Alias)
+        );
+        assert_eq!(Expect::Migrate.to_string().parse(), Ok(Expect::Migrate));
+        assert_eq!(Expect::Alias.to_string().parse(), Ok(Expect::Alias));
+    }
+
+    #[test]
+    fn bench_options() {
+        let bench = |args: &[&str]| run(args).bench;
+        assert_eq!(
+            bench(&["--bench"]),
+            Some(Bench {
+                only: false,
+                out: None
+            })
+        );
+        assert_eq!(
+            bench(&["--bench-only"]),
+            Some(Bench {
+                only: true,
+                out: None
+            })
+        );
+        assert_eq!(
+            bench(&["--bench-out", "b.md"]),
+            Some(Bench {
+                only: false,
+                out: Some("b.md".into())
+            })
+        );
+        assert_eq!(
+            bench(&["--bench-out=b.md", "--bench-only", "--bench"]),
+            Some(Bench {
+                only: true,
+                out: Some("b.md".into())
+            })
+        );
+        let cfg = run(&["--bench", "--vram", "/dev/rvram0", "--expect", "migrate"]);
+        assert!(cfg.bench.is_some() && cfg.vram.is_some());
+    }
+
+    #[test]
+    fn single_mtu() {
+        assert_eq!(run(&["--mtu", "1024"]).mtus, [PathMtu::Mtu1024]);
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("--size", "8192"), Ok(8192));
+        assert_eq!(parse_size("--size", "2m"), Ok(2 << 20));
+        assert_eq!(parse_size("--size", "1G"), Ok(1 << 30));
+        assert!(parse_size("--size", "M").is_err());
+        assert!(parse_size("--size", "-1").is_err());
+        assert!(parse_size("--size", &format!("{}G", usize::MAX)).is_err());
+    }
+
+    #[test]
+    fn help() {
+        assert_eq!(parse_args(["--help"]), Ok(Command::Help));
+        assert_eq!(parse_args(["--mtu", "1024", "-h"]), Ok(Command::Help));
+    }
+
+    #[test]
+    fn errors() {
+        for args in [
+            &["--mtu", "1000"][..],
+            &["--mtu"],
+            &["--port", "256"],
+            &["--gid-index", "x"],
+            &["--size", "100"],
+            &["--timeout", "0"],
+            &["--device="],
+            &["--no-odp=1"],
+            &["--bogus"],
+            &["rxe0"],
+            &["--expect", "alias"],
+            &["--vram", "/dev/rvram0", "--expect", "both"],
+            &["--vram", "/dev/rvram0", "--expect"],
+            &["--vram"],
+            &["--vram="],
+            &["--vram", "/dev/rvram0", "--no-odp"],
+            &["--vram", "/dev/rvram0", "--size", "5000"],
+            &["--bench=1"],
+            &["--bench-only=yes"],
+            &["--bench-out"],
+            &["--bench-out="],
+        ] {
+            assert!(
+                parse_args(args.iter().copied()).is_err(),
+                "{args:?} accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn mtu_round_trip() {
+        for mtu in PathMtu::ALL {
+            assert_eq!(mtu.to_string().parse::<PathMtu>(), Ok(mtu));
+        }
+    }
+}

@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: GPL-2.0
+//! RDMA test suite for memory registered as an on-demand-paging MR.
+//!
+//! Two RC QPs of one device (Soft-RoCE `rxe0` in the rvram test guest) are
+//! connected to each other in one process. QP A runs RDMA WRITE and READ,
+//! SEND/RECV in both directions, RDMA WRITE with immediate, and atomics
+//! against a *target* buffer registered with `IBV_ACCESS_ON_DEMAND`, at each
+//! configured path MTU with fresh QPs. Every byte is checked at its exact
+//! offset against a position- and case-dependent pattern, as are the bytes
+//! around each range.
+//!
+//! The binary maps an anonymous target; other callers pass their own memory
+//! to [`run_suite`] (or [`run_mtu`] per MTU) and print the results with
+//! [`tap::Tap`].
+//!
+//! In VRAM mode ([`Config::vram`]) the target is migrated into an rvram
+//! GPU's VRAM ([`vram`]) before the RDMA operations of each case, and an
+//! extra result per case checks, from rvram's counters and a snapshot of
+//! the target, whether rxe reached the pages through their P2P alias or
+//! migrated them back to RAM. [`bench`] measures first-touch latency and
+//! bandwidth with the target in RAM and in VRAM.
+
+pub mod bench;
+pub mod cases;
+pub mod config;
+pub mod error;
+pub mod mmap;
+pub mod pattern;
+pub mod report;
+pub mod suite;
+pub mod tap;
+pub mod verbs;
+pub mod vram;
+
+pub use config::{parse_args, Bench, Command, Config, Expect, PathMtu, VramMode};
+pub use error::Error;
+pub use report::{exit_code, CaseKind, MtuSummary, TestResult, WriteReadWords};
+pub use suite::{run_mtu, run_suite, run_suite_with};

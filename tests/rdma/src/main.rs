@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: GPL-2.0
+//! `rvram-rdma-test`: RDMA WRITE/READ, SEND/RECV and atomics against an
+//! on-demand-paging MR over an anonymous mapping; TAP 13 on stdout. With
+//! `--vram`, the mapping is moved into an rvram GPU's VRAM before each
+//! case's RDMA operations; with `--bench`, first-touch latency and bandwidth
+//! are measured too.
+//!
+//! Exit code: 0 if every case passed, 1 if a case failed, 2 on a usage or
+//! setup error. See `--help` for the options.
+
+use std::io;
+use std::process::ExitCode;
+
+use rvram_rdma_test::bench::run_bench;
+use rvram_rdma_test::mmap::Mmap;
+use rvram_rdma_test::tap::Tap;
+use rvram_rdma_test::{config, exit_code, parse_args, run_mtu, Command, MtuSummary, TestResult};
+
+fn main() -> ExitCode {
+    let cfg = match parse_args(std::env::args().skip(1)) {
+        Ok(Command::Run(cfg)) => cfg,
+        Ok(Command::Help) => {
+            print!("{}", config::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Err(msg) => {
+            eprintln!("rvram-rdma-test: {msg}\n\n{}", config::USAGE);
+            return ExitCode::from(2);
+        }
+    };
+
+    let mut tap = Tap::new(io::stdout().lock());
+    tap.comment(&format!(
+        "rvram-rdma-test {}: device {} port {} GID index {}, {} target MR, CPU check {}, timeout {} s",
+        env!("CARGO_PKG_VERSION"),
+        cfg.device,
+        cfg.port,
+        cfg.gid_index,
+        if cfg.odp { "ODP" } else { "pinned" },
+        if cfg.cpu_check { "on" } else { "off" },
+        cfg.timeout.as_secs()
+    ));
+    if let Some(vram) = &cfg.vram {
+        tap.comment(&format!(
+            "VRAM mode: target migrated into {} before the RDMA operations of each case, expect {}",
+            vram.device.display(),
+            vram.expect
+        ));
+    }
+
+    let mut results = Vec::new();
+    let suite = !cfg.bench.as_ref().is_some_and(|b| b.only);
+    if suite {
+        match Mmap::anonymous(cfg.size) {
+            Ok(mut target) => {
+                for &mtu in &cfg.mtus {
+                    let mtu_results =
+                        run_mtu(&cfg, mtu, target.as_mut_slice(), &mut |r| tap.result(r));
+                    let summary = MtuSummary::of(&mtu_results, mtu);
+                    tap.comment(&summary.line(mtu));
+                    if cfg.vram.is_some() {
+                        tap.comment(&summary.vram_line(mtu));
+                    }
+                    results.extend(mtu_results);
+                }
+            }
+            Err(err) => {
+                let result = TestResult::setup_failure(
+                    "allocate target buffer",
+                    None,
+                    format!("mmap of {} bytes: {err}", cfg.size),
+                );
+                tap.result(&result);
+                results.push(result);
+            }
+        }
+    }
+
+    if let Some(bench) = &cfg.bench {
+        let (report, bench_results) = run_bench(&cfg);
+        for line in report.lines() {
+            tap.comment(&line);
+        }
+        for result in &bench_results {
+            tap.result(result);
+        }
+        results.extend(bench_results);
+        if let Some(path) = &bench.out {
+            if let Err(err) = std::fs::write(path, report.markdown()) {
+                let result = TestResult::setup_failure(
+                    format!("bench: write {}", path.display()),
+                    None,
+                    err.to_string(),
+                );
+                tap.result(&result);
+                results.push(result);
+            }
+        }
+    }
+
+    let code = exit_code(&results);
+    match tap.finish() {
+        Ok(_) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("rvram-rdma-test: writing TAP output: {err}");
+            ExitCode::from(2)
+        }
+    }
+}

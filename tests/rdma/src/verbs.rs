@@ -1,0 +1,929 @@
+// SPDX-License-Identifier: GPL-2.0
+//! A thin layer over sideway: one device and PD, registered buffers, and a
+//! pair of RC QPs connected to each other, posting one work request at a
+//! time and waiting for its completion with a timeout.
+//!
+//! QP A is the requester of RDMA WRITE, READ and atomics; QP B is its peer.
+//! Each QP has its own send and receive CQ, so a completion can only turn up
+//! where it is expected.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
+use sideway::ibverbs::completion::{
+    CreateCompletionQueueWorkCompletionFlags, ExtendedCompletionQueue, PollCompletionQueueError,
+    WorkCompletionOperationType,
+};
+use sideway::ibverbs::device::{DeviceInfo, DeviceList};
+use sideway::ibverbs::device_context::{DeviceContext, PortState};
+use sideway::ibverbs::memory_region::MemoryRegion;
+use sideway::ibverbs::protection_domain::ProtectionDomain;
+use sideway::ibverbs::queue_pair::{
+    ExtendedQueuePair, PostSendGuard, QueuePair, QueuePairAttribute, QueuePairState, QueuePairType,
+    SendOperationFlags, SetScatterGatherEntry, WorkRequestFlags,
+};
+use sideway::ibverbs::AccessFlags;
+
+use crate::config::{Config, PathMtu};
+use crate::error::{Context, Error};
+
+/// Work requests each queue can hold; the suite keeps at most two posted.
+const QUEUE_DEPTH: u32 = 16;
+/// Completions each CQ can hold.
+const CQ_DEPTH: u32 = 32;
+/// Initial PSN of QP A's send queue (and B's receive queue).
+const PSN_A: u32 = 0x1a2b3;
+/// Initial PSN of QP B's send queue (and A's receive queue).
+const PSN_B: u32 = 0x4c5d6;
+/// Largest number of outstanding RDMA READ / atomic requests to ask for.
+const MAX_RD_ATOMIC: u8 = 16;
+
+/// Every operation the suite posts.
+const SEND_OPS: SendOperationFlags = SendOperationFlags::Send
+    .or(SendOperationFlags::Write)
+    .or(SendOperationFlags::WriteWithImmediate)
+    .or(SendOperationFlags::Read)
+    .or(SendOperationFlags::AtomicCompareAndSwap)
+    .or(SendOperationFlags::AtomicFetchAndAdd);
+
+/// Access the QPs grant to incoming requests.
+const QP_ACCESS: AccessFlags = AccessFlags::LocalWrite
+    .or(AccessFlags::RemoteWrite)
+    .or(AccessFlags::RemoteRead)
+    .or(AccessFlags::RemoteAtomic);
+
+/// Access flags of the target MR: everything the suite does to it, plus
+/// on-demand paging when `odp` is set.
+pub fn target_access(odp: bool) -> AccessFlags {
+    if odp {
+        QP_ACCESS | AccessFlags::OnDemand
+    } else {
+        QP_ACCESS
+    }
+}
+
+/// Access flags of the local source/sink MR.
+pub fn local_access() -> AccessFlags {
+    AccessFlags::LocalWrite
+}
+
+/// An open device with a protection domain, resolved port and GID.
+pub struct Device {
+    // Field order is drop order: the PD before the context it came from
+    // (sideway also keeps the context alive through the PD).
+    pd: Arc<ProtectionDomain>,
+    ctx: Arc<DeviceContext>,
+    port: u8,
+    gid_index: u8,
+    gid: Gid,
+    max_rd_atomic: u8,
+    info: Vec<String>,
+}
+
+impl Device {
+    /// Opens `cfg.device`, checks its port is active and its GID set, and
+    /// allocates a PD.
+    pub fn open(cfg: &Config) -> Result<Self, Error> {
+        let list = DeviceList::new().map_err(|err| {
+            let what = if os_error(&err) == Some(libc::EOPNOTSUPP) {
+                // sideway's libibverbs shim says EOPNOTSUPP when it cannot
+                // load the real library.
+                "list RDMA devices (is libibverbs.so.1 installed?)"
+            } else {
+                "list RDMA devices"
+            };
+            Error::caused(what, &err)
+        })?;
+        let names: Vec<String> = list.iter().map(|dev| dev.name()).collect();
+        let dev = list
+            .iter()
+            .find(|dev| dev.name() == cfg.device)
+            .ok_or_else(|| {
+                Error::new(format!(
+                    "RDMA device {} not found (devices: {})",
+                    cfg.device,
+                    if names.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        names.join(", ")
+                    }
+                ))
+            })?;
+        let ctx = dev.open().context(&format!("open {}", cfg.device))?;
+        let attr = ctx.query_device().context("query device")?;
+        let port_attr = ctx
+            .query_port(cfg.port)
+            .context(&format!("query port {}", cfg.port))?;
+        let state = port_attr.port_state();
+        if state != PortState::Active {
+            return Err(Error::new(format!(
+                "port {} is {state:?}, not Active",
+                cfg.port
+            )));
+        }
+        let gid = ctx
+            .query_gid(cfg.port, cfg.gid_index.into())
+            .context(&format!("query GID {}", cfg.gid_index))?;
+        if gid.is_zero() {
+            return Err(Error::new(format!(
+                "GID index {} of port {} is empty (no address on the netdev?)",
+                cfg.gid_index, cfg.port
+            )));
+        }
+        let gid_type = match ctx.query_gid_type(cfg.port, cfg.gid_index.into()) {
+            Ok(1) => "RoCE v2",
+            Ok(_) => "IB/RoCE v1",
+            Err(_) => "unknown type",
+        };
+        let rd_atomic = attr.max_qp_rd_atom().min(attr.max_qp_init_rd_atom());
+        let max_rd_atomic = u8::try_from(rd_atomic.clamp(1, MAX_RD_ATOMIC.into())).unwrap_or(1);
+        let odp = &attr.attr.odp_caps;
+        let info = vec![
+            format!(
+                "device {} port {} (active MTU {}), GID {} = {gid} ({gid_type})",
+                cfg.device,
+                cfg.port,
+                mtu_bytes(port_attr.active_mtu()),
+                cfg.gid_index
+            ),
+            odp_caps_text(odp.general_caps, odp.per_transport_caps.rc_odp_caps),
+        ];
+        let pd = ctx.alloc_pd().context("allocate PD")?;
+        Ok(Self {
+            pd,
+            ctx,
+            port: cfg.port,
+            gid_index: cfg.gid_index,
+            gid,
+            max_rd_atomic,
+            info,
+        })
+    }
+
+    /// Notes about the device for the setup result's diagnostics.
+    pub fn info(&self) -> &[String] {
+        &self.info
+    }
+
+    /// Registers `buf` as a memory region with `access`.
+    pub fn register<'buf>(
+        &self,
+        buf: &'buf mut [u8],
+        access: AccessFlags,
+    ) -> Result<Region<'buf>, Error> {
+        if buf.is_empty() {
+            return Err(Error::new("cannot register an empty buffer"));
+        }
+        // SAFETY: `buf` is an exclusive borrow, valid for `buf.len()` bytes
+        // for 'buf. The returned `Region` holds that borrow together with the
+        // only handle to the MR, so the MR is deregistered (when the region
+        // drops) before the memory can be freed or reused. The CPU touches
+        // the memory only through the region, between work requests.
+        let mr = unsafe { self.pd.reg_mr(buf.as_mut_ptr() as usize, buf.len(), access) }
+            .context(&format!("register {} bytes with {access:?}", buf.len()))?;
+        Ok(Region { buf, mr })
+    }
+
+    /// Creates QPs A and B with their CQs and connects them to each other
+    /// at `mtu`: INIT, RTR (remote QPN, GID, PSN, MTU), RTS.
+    pub fn connect(&self, mtu: PathMtu) -> Result<Endpoints, Error> {
+        let new_cq = || {
+            self.ctx
+                .create_cq_builder()
+                .setup_cqe(CQ_DEPTH)
+                // Only what `Endpoints::wait` reads besides the fields every
+                // completion has; providers may refuse others.
+                .setup_wc_flags(
+                    CreateCompletionQueueWorkCompletionFlags::ByteLength
+                        | CreateCompletionQueueWorkCompletionFlags::ImmediateData,
+                )
+                .build_ex()
+                .context("create CQ")
+        };
+        let cqs = [new_cq()?, new_cq()?, new_cq()?, new_cq()?];
+        let new_qp = |send: &Arc<ExtendedCompletionQueue>, recv: &Arc<ExtendedCompletionQueue>| {
+            let mut builder = self.pd.create_qp_builder();
+            builder
+                .setup_qp_type(QueuePairType::ReliableConnection)
+                .setup_max_send_wr(QUEUE_DEPTH)
+                .setup_max_recv_wr(QUEUE_DEPTH)
+                .setup_max_send_sge(1)
+                .setup_max_recv_sge(1)
+                .setup_max_inline_data(0)
+                .setup_send_cq(Arc::clone(send))
+                .setup_recv_cq(Arc::clone(recv))
+                .setup_send_ops_flags(SEND_OPS);
+            builder.build_ex().context("create RC QP")
+        };
+        let mut a = new_qp(&cqs[0], &cqs[1])?;
+        let mut b = new_qp(&cqs[2], &cqs[3])?;
+        let (qpn_a, qpn_b) = (a.qp_number(), b.qp_number());
+        for qp in [&mut a, &mut b] {
+            let mut attr = QueuePairAttribute::new();
+            attr.setup_state(QueuePairState::Init)
+                .setup_pkey_index(0)
+                .setup_port(self.port)
+                .setup_access_flags(QP_ACCESS);
+            qp.modify(&attr).context("modify QP to INIT")?;
+        }
+        self.to_rtr(&mut a, qpn_b, PSN_B, mtu)?;
+        self.to_rtr(&mut b, qpn_a, PSN_A, mtu)?;
+        self.to_rts(&mut a, PSN_A)?;
+        self.to_rts(&mut b, PSN_B)?;
+        Ok(Endpoints { a, b, cqs })
+    }
+
+    fn to_rtr(
+        &self,
+        qp: &mut ExtendedQueuePair,
+        remote_qpn: u32,
+        remote_psn: u32,
+        mtu: PathMtu,
+    ) -> Result<(), Error> {
+        let mut ah = AddressHandleAttribute::new();
+        ah.setup_dest_lid(0)
+            .setup_port(self.port)
+            .setup_service_level(0)
+            .setup_grh_src_gid_index(self.gid_index)
+            .setup_grh_dest_gid(&self.gid)
+            .setup_grh_hop_limit(64);
+        let mut attr = QueuePairAttribute::new();
+        attr.setup_state(QueuePairState::ReadyToReceive)
+            .setup_path_mtu(mtu.to_sideway())
+            .setup_dest_qp_num(remote_qpn)
+            .setup_rq_psn(remote_psn)
+            .setup_max_dest_read_atomic(self.max_rd_atomic)
+            .setup_min_rnr_timer(12)
+            .setup_address_vector(&ah);
+        qp.modify(&attr).context(&format!(
+            "modify QP {:#x} to RTR (remote QP {remote_qpn:#x})",
+            qp.qp_number()
+        ))
+    }
+
+    fn to_rts(&self, qp: &mut ExtendedQueuePair, psn: u32) -> Result<(), Error> {
+        let mut attr = QueuePairAttribute::new();
+        attr.setup_state(QueuePairState::ReadyToSend)
+            .setup_sq_psn(psn)
+            .setup_timeout(14)
+            .setup_retry_cnt(7)
+            .setup_rnr_retry(7)
+            .setup_max_read_atomic(self.max_rd_atomic);
+        qp.modify(&attr)
+            .context(&format!("modify QP {:#x} to RTS", qp.qp_number()))
+    }
+}
+
+/// The errno of the first `io::Error` in `err`'s source chain.
+fn os_error(err: &(dyn std::error::Error + 'static)) -> Option<i32> {
+    let mut cur = Some(err);
+    while let Some(e) = cur {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return io.raw_os_error();
+        }
+        cur = e.source();
+    }
+    None
+}
+
+/// Bytes of a sideway MTU value.
+fn mtu_bytes(mtu: sideway::ibverbs::device_context::Mtu) -> usize {
+    PathMtu::ALL
+        .into_iter()
+        .find(|m| m.to_sideway() == mtu)
+        .map_or(0, PathMtu::bytes)
+}
+
+/// Describes the device's on-demand paging capabilities
+/// (`ibv_odp_caps.general_caps` and `per_transport_caps.rc_odp_caps`).
+pub fn odp_caps_text(general: u64, rc: u32) -> String {
+    const GENERAL: [(u64, &str); 2] = [(1 << 0, "supported"), (1 << 1, "implicit")];
+    const RC: [(u32, &str); 8] = [
+        (1 << 0, "SEND"),
+        (1 << 1, "RECV"),
+        (1 << 2, "WRITE"),
+        (1 << 3, "READ"),
+        (1 << 4, "ATOMIC"),
+        (1 << 5, "SRQ_RECV"),
+        (1 << 6, "FLUSH"),
+        (1 << 7, "ATOMIC_WRITE"),
+    ];
+    let general: Vec<&str> = GENERAL
+        .iter()
+        .filter(|(bit, _)| general & bit != 0)
+        .map(|&(_, name)| name)
+        .collect();
+    let rc: Vec<&str> = RC
+        .iter()
+        .filter(|(bit, _)| rc & bit != 0)
+        .map(|&(_, name)| name)
+        .collect();
+    format!(
+        "ODP caps: {}; RC: {}",
+        if general.is_empty() {
+            "none".to_owned()
+        } else {
+            general.join(", ")
+        },
+        if rc.is_empty() {
+            "none".to_owned()
+        } else {
+            rc.join(" ")
+        }
+    )
+}
+
+/// A registered buffer: the exclusive borrow of its memory and its MR.
+pub struct Region<'buf> {
+    // Field order is drop order: deregister before the borrow ends.
+    mr: Arc<MemoryRegion>,
+    buf: &'buf mut [u8],
+}
+
+impl Region<'_> {
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Whether the region is empty (never: registration refuses that).
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// The memory, for the CPU. Only while no posted work request uses it.
+    pub fn bytes(&self) -> &[u8] {
+        self.buf
+    }
+
+    /// The memory, for the CPU, mutably. Only while no posted work request
+    /// uses it.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        self.buf
+    }
+
+    /// Virtual address of byte `offset`.
+    fn addr(&self, offset: usize) -> u64 {
+        self.buf.as_ptr() as u64 + offset as u64
+    }
+
+    /// A scatter/gather entry for `len` bytes at `offset`.
+    pub fn sge(&self, offset: usize, len: usize) -> Result<Sge<'_>, OpError> {
+        let end = offset.checked_add(len).filter(|&end| end <= self.len());
+        let len32 = u32::try_from(len).ok();
+        match (end, len32) {
+            (Some(_), Some(len)) => Ok(Sge {
+                lkey: self.mr.lkey(),
+                addr: self.addr(offset),
+                len,
+                _region: PhantomData,
+            }),
+            _ => Err(OpError::Invalid(format!(
+                "{len} bytes at offset {offset} exceed the {}-byte region",
+                self.len()
+            ))),
+        }
+    }
+
+    /// The remote address of `len` bytes at `offset`, for the peer QP.
+    pub fn remote(&self, offset: usize, len: usize) -> Result<Remote, OpError> {
+        if offset.checked_add(len).is_some_and(|end| end <= self.len()) {
+            Ok(Remote {
+                rkey: self.mr.rkey(),
+                addr: self.addr(offset),
+            })
+        } else {
+            Err(OpError::Invalid(format!(
+                "remote range of {len} bytes at offset {offset} exceeds the {}-byte region",
+                self.len()
+            )))
+        }
+    }
+}
+
+/// A local buffer for one work request, inside a registered [`Region`].
+#[derive(Debug, Clone, Copy)]
+pub struct Sge<'r> {
+    lkey: u32,
+    addr: u64,
+    len: u32,
+    _region: PhantomData<&'r ()>,
+}
+
+/// A remote address and key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Remote {
+    /// Remote key of the MR.
+    pub rkey: u32,
+    /// Virtual address in the MR.
+    pub addr: u64,
+}
+
+/// A send-queue operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendOp {
+    /// SEND of the local buffer.
+    Send,
+    /// RDMA WRITE of the local buffer to the remote address.
+    Write(Remote),
+    /// RDMA WRITE with immediate data.
+    WriteImm(Remote, u32),
+    /// RDMA READ from the remote address into the local buffer.
+    Read(Remote),
+    /// Atomic fetch-and-add of the value; the old value lands locally.
+    FetchAdd(Remote, u64),
+    /// Atomic compare-and-swap: if the remote word equals `compare` it
+    /// becomes `swap`; the old value lands locally.
+    CompareSwap {
+        /// Where.
+        remote: Remote,
+        /// Expected old value.
+        compare: u64,
+        /// New value.
+        swap: u64,
+    },
+}
+
+impl SendOp {
+    /// Short name for diagnostics.
+    pub fn name(&self) -> &'static str {
+        match self {
+            SendOp::Send => "SEND",
+            SendOp::Write(_) => "RDMA WRITE",
+            SendOp::WriteImm(..) => "RDMA WRITE with immediate",
+            SendOp::Read(_) => "RDMA READ",
+            SendOp::FetchAdd(..) => "atomic fetch-and-add",
+            SendOp::CompareSwap { .. } => "atomic compare-and-swap",
+        }
+    }
+
+    /// The opcode of its send completion.
+    pub fn completion_opcode(&self) -> WorkCompletionOperationType {
+        match self {
+            SendOp::Send => WorkCompletionOperationType::Send,
+            SendOp::Write(_) | SendOp::WriteImm(..) => WorkCompletionOperationType::Write,
+            SendOp::Read(_) => WorkCompletionOperationType::Read,
+            SendOp::FetchAdd(..) => WorkCompletionOperationType::FetchAndAdd,
+            SendOp::CompareSwap { .. } => WorkCompletionOperationType::CompareAndSwap,
+        }
+    }
+}
+
+/// One of the two QPs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The requester.
+    A,
+    /// The responder.
+    B,
+}
+
+/// A QP's send or receive queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Queue {
+    /// Send queue completions.
+    Send,
+    /// Receive queue completions.
+    Recv,
+}
+
+/// A completion as polled, copied out of the CQ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// Work request id.
+    pub wr_id: u64,
+    /// `ibv_wc_status`.
+    pub status: u32,
+    /// Vendor error syndrome.
+    pub vendor_err: u32,
+    /// `ibv_wc_opcode`, valid on success only.
+    pub opcode: Option<u32>,
+    /// Received length, valid for successful receive completions.
+    pub byte_len: u32,
+    /// Immediate data of a successful RECV_RDMA_WITH_IMM completion.
+    pub imm_data: Option<u32>,
+}
+
+/// What a completion must look like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expected {
+    /// Operation name for diagnostics.
+    pub op: &'static str,
+    /// Work request id.
+    pub wr_id: u64,
+    /// Completion opcode.
+    pub opcode: WorkCompletionOperationType,
+    /// Received length, for receive completions.
+    pub byte_len: Option<u32>,
+}
+
+impl Expected {
+    /// Checks a completion: success status first, then id, opcode, length.
+    pub fn check(&self, c: Completion) -> Result<Completion, OpError> {
+        if c.status != 0 {
+            return Err(OpError::Status {
+                op: self.op,
+                wr_id: c.wr_id,
+                status: c.status,
+                vendor_err: c.vendor_err,
+            });
+        }
+        let mut wrong = Vec::new();
+        if c.wr_id != self.wr_id {
+            wrong.push(format!("wr_id {:#x}, want {:#x}", c.wr_id, self.wr_id));
+        }
+        let want = self.opcode as u32;
+        if c.opcode != Some(want) {
+            wrong.push(format!(
+                "opcode {:?}, want {want} ({:?})",
+                c.opcode, self.opcode
+            ));
+        }
+        if let Some(len) = self.byte_len.filter(|&len| len != c.byte_len) {
+            wrong.push(format!("byte_len {}, want {len}", c.byte_len));
+        }
+        if wrong.is_empty() {
+            Ok(c)
+        } else {
+            Err(OpError::Unexpected {
+                op: self.op,
+                detail: wrong.join(", "),
+            })
+        }
+    }
+}
+
+/// Why a work request did not complete as it should. Any of these leaves
+/// the QPs in an unknown state: the suite reconnects them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpError {
+    /// A bad buffer range: a bug in the suite, not in the kernel.
+    Invalid(String),
+    /// Posting failed.
+    Post {
+        /// Operation.
+        op: &'static str,
+        /// Error text.
+        msg: String,
+    },
+    /// Polling the CQ failed.
+    Poll {
+        /// Operation.
+        op: &'static str,
+        /// Error text.
+        msg: String,
+    },
+    /// No completion within the timeout.
+    Timeout {
+        /// Operation.
+        op: &'static str,
+        /// The timeout.
+        after: Duration,
+    },
+    /// The completion has an error status.
+    Status {
+        /// Operation.
+        op: &'static str,
+        /// Its wr_id.
+        wr_id: u64,
+        /// `ibv_wc_status`.
+        status: u32,
+        /// Vendor syndrome.
+        vendor_err: u32,
+    },
+    /// A successful completion that is not the expected one.
+    Unexpected {
+        /// Operation.
+        op: &'static str,
+        /// What differs.
+        detail: String,
+    },
+}
+
+impl fmt::Display for OpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpError::Invalid(msg) => write!(f, "invalid request: {msg}"),
+            OpError::Post { op, msg } => write!(f, "{op}: post failed: {msg}"),
+            OpError::Poll { op, msg } => write!(f, "{op}: poll CQ failed: {msg}"),
+            OpError::Timeout { op, after } => {
+                write!(f, "{op}: no completion within {} s", after.as_secs_f64())
+            }
+            OpError::Status {
+                op,
+                wr_id,
+                status,
+                vendor_err,
+            } => write!(
+                f,
+                "{op}: completion status {status} ({}), vendor_err {vendor_err:#x}, wr_id {wr_id:#x}",
+                wc_status_name(*status)
+            ),
+            OpError::Unexpected { op, detail } => write!(f, "{op}: unexpected completion: {detail}"),
+        }
+    }
+}
+
+impl std::error::Error for OpError {}
+
+/// libibverbs' name of an `ibv_wc_status` value.
+pub fn wc_status_name(status: u32) -> &'static str {
+    const NAMES: [&str; 24] = [
+        "IBV_WC_SUCCESS",
+        "IBV_WC_LOC_LEN_ERR",
+        "IBV_WC_LOC_QP_OP_ERR",
+        "IBV_WC_LOC_EEC_OP_ERR",
+        "IBV_WC_LOC_PROT_ERR",
+        "IBV_WC_WR_FLUSH_ERR",
+        "IBV_WC_MW_BIND_ERR",
+        "IBV_WC_BAD_RESP_ERR",
+        "IBV_WC_LOC_ACCESS_ERR",
+        "IBV_WC_REM_INV_REQ_ERR",
+        "IBV_WC_REM_ACCESS_ERR",
+        "IBV_WC_REM_OP_ERR",
+        "IBV_WC_RETRY_EXC_ERR",
+        "IBV_WC_RNR_RETRY_EXC_ERR",
+        "IBV_WC_LOC_RDD_VIOL_ERR",
+        "IBV_WC_REM_INV_RD_REQ_ERR",
+        "IBV_WC_REM_ABORT_ERR",
+        "IBV_WC_INV_EECN_ERR",
+        "IBV_WC_INV_EEC_STATE_ERR",
+        "IBV_WC_FATAL_ERR",
+        "IBV_WC_RESP_TIMEOUT_ERR",
+        "IBV_WC_GENERAL_ERR",
+        "IBV_WC_TM_ERR",
+        "IBV_WC_TM_RNDV_INCOMPLETE",
+    ];
+    usize::try_from(status)
+        .ok()
+        .and_then(|i| NAMES.get(i))
+        .copied()
+        .unwrap_or("unknown status")
+}
+
+/// QPs A and B, connected to each other, and their CQs.
+pub struct Endpoints {
+    // Field order is drop order: QPs before the CQs they use.
+    a: ExtendedQueuePair,
+    b: ExtendedQueuePair,
+    /// A send, A recv, B send, B recv.
+    cqs: [Arc<ExtendedCompletionQueue>; 4],
+}
+
+impl Endpoints {
+    fn qp(&mut self, side: Side) -> &mut ExtendedQueuePair {
+        match side {
+            Side::A => &mut self.a,
+            Side::B => &mut self.b,
+        }
+    }
+
+    fn cq(&self, side: Side, queue: Queue) -> &ExtendedCompletionQueue {
+        let index = match (side, queue) {
+            (Side::A, Queue::Send) => 0,
+            (Side::A, Queue::Recv) => 1,
+            (Side::B, Queue::Send) => 2,
+            (Side::B, Queue::Recv) => 3,
+        };
+        &self.cqs[index]
+    }
+
+    /// QP numbers of A and B.
+    pub fn qp_numbers(&self) -> (u32, u32) {
+        (self.a.qp_number(), self.b.qp_number())
+    }
+
+    /// Posts one signaled send-queue work request on `side`'s QP with
+    /// `sge` as its local buffer.
+    pub fn post_send(
+        &mut self,
+        side: Side,
+        wr_id: u64,
+        op: SendOp,
+        sge: Sge<'_>,
+    ) -> Result<(), OpError> {
+        let mut guard = self.qp(side).start_post_send();
+        let wr = guard.construct_wr(wr_id, WorkRequestFlags::Signaled);
+        let local = match op {
+            SendOp::Send => wr.setup_send(),
+            SendOp::Write(r) => wr.setup_write(r.rkey, r.addr),
+            SendOp::WriteImm(r, imm) => wr.setup_write_imm(r.rkey, r.addr, imm),
+            SendOp::Read(r) => wr.setup_read(r.rkey, r.addr),
+            SendOp::FetchAdd(r, add) => wr.setup_atomic_fetch_add(r.rkey, r.addr, add),
+            SendOp::CompareSwap {
+                remote,
+                compare,
+                swap,
+            } => wr.setup_atomic_compare_swap(remote.rkey, remote.addr, compare, swap),
+        };
+        // SAFETY: `Region::sge` made `sge` from a live registered region and
+        // bounds-checked it, and its lifetime keeps that region alive here.
+        // Callers wait for this work request's completion before touching or
+        // releasing the buffer; when a wait fails they drop the QPs (which
+        // flushes the request) before the region.
+        unsafe { local.setup_sge(sge.lkey, sge.addr, sge.len) };
+        guard.post().map_err(|err| OpError::Post {
+            op: op.name(),
+            msg: Error::caused("ibv_wr_complete", &err).to_string(),
+        })
+    }
+
+    /// Posts one receive work request on `side`'s QP, into `sge` or, for
+    /// RDMA WRITE with immediate, without a buffer.
+    pub fn post_recv(
+        &mut self,
+        side: Side,
+        wr_id: u64,
+        sge: Option<Sge<'_>>,
+    ) -> Result<(), OpError> {
+        let mut guard = self.qp(side).start_post_recv();
+        let wr = guard.construct_wr(wr_id);
+        if let Some(sge) = sge {
+            // SAFETY: as in `post_send`.
+            unsafe { wr.setup_sge(sge.lkey, sge.addr, sge.len) };
+        }
+        guard.post().map_err(|err| OpError::Post {
+            op: "RECV",
+            msg: Error::caused("ibv_post_recv", &err).to_string(),
+        })
+    }
+
+    /// Waits up to `timeout` for the next completion on `side`'s `queue`,
+    /// and checks it is `expected`. Sleeps briefly between polls.
+    pub fn wait(
+        &self,
+        side: Side,
+        queue: Queue,
+        expected: &Expected,
+        timeout: Duration,
+    ) -> Result<Completion, OpError> {
+        self.wait_polling(side, queue, expected, timeout, false)
+    }
+
+    /// [`wait`](Self::wait), but polling without sleeping, for timing.
+    pub fn wait_spin(
+        &self,
+        side: Side,
+        queue: Queue,
+        expected: &Expected,
+        timeout: Duration,
+    ) -> Result<Completion, OpError> {
+        self.wait_polling(side, queue, expected, timeout, true)
+    }
+
+    fn wait_polling(
+        &self,
+        side: Side,
+        queue: Queue,
+        expected: &Expected,
+        timeout: Duration,
+        spin: bool,
+    ) -> Result<Completion, OpError> {
+        let cq = self.cq(side, queue);
+        let deadline = Instant::now() + timeout;
+        loop {
+            match cq.start_poll() {
+                Ok(mut poller) => {
+                    if let Some(wc) = poller.next() {
+                        let status = wc.status();
+                        let ok = status == 0;
+                        let opcode = ok.then(|| wc.opcode());
+                        let with_imm = opcode
+                            == Some(WorkCompletionOperationType::ReceiveWithImmediate as u32);
+                        let completion = Completion {
+                            wr_id: wc.wr_id(),
+                            status,
+                            vendor_err: wc.vendor_err(),
+                            opcode,
+                            byte_len: if ok { wc.byte_len() } else { 0 },
+                            imm_data: with_imm.then(|| wc.imm_data()),
+                        };
+                        return expected.check(completion);
+                    }
+                }
+                Err(PollCompletionQueueError::CompletionQueueEmpty) => {}
+                Err(err) => {
+                    return Err(OpError::Poll {
+                        op: expected.op,
+                        msg: Error::caused("ibv_start_poll", &err).to_string(),
+                    })
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(OpError::Timeout {
+                    op: expected.op,
+                    after: timeout,
+                });
+            }
+            if spin {
+                std::hint::spin_loop();
+            } else {
+                thread::sleep(Duration::from_micros(20));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn completion(status: u32, opcode: u32) -> Completion {
+        Completion {
+            wr_id: 7,
+            status,
+            vendor_err: 0x81,
+            opcode: (status == 0).then_some(opcode),
+            byte_len: 100,
+            imm_data: None,
+        }
+    }
+
+    #[test]
+    fn status_names() {
+        assert_eq!(wc_status_name(0), "IBV_WC_SUCCESS");
+        assert_eq!(wc_status_name(10), "IBV_WC_REM_ACCESS_ERR");
+        assert_eq!(wc_status_name(12), "IBV_WC_RETRY_EXC_ERR");
+        assert_eq!(wc_status_name(23), "IBV_WC_TM_RNDV_INCOMPLETE");
+        assert_eq!(wc_status_name(24), "unknown status");
+        assert_eq!(wc_status_name(u32::MAX), "unknown status");
+    }
+
+    #[test]
+    fn expected_completions() {
+        let read = WorkCompletionOperationType::Read;
+        let want = Expected {
+            op: "RDMA READ",
+            wr_id: 7,
+            opcode: read,
+            byte_len: None,
+        };
+        assert!(want.check(completion(0, read as u32)).is_ok());
+
+        let err = want.check(completion(10, read as u32)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "RDMA READ: completion status 10 (IBV_WC_REM_ACCESS_ERR), vendor_err 0x81, wr_id 0x7"
+        );
+
+        let err = want
+            .check(completion(0, WorkCompletionOperationType::Write as u32))
+            .unwrap_err();
+        assert!(matches!(err, OpError::Unexpected { .. }), "{err}");
+
+        let recv = Expected {
+            op: "RECV",
+            wr_id: 7,
+            opcode: WorkCompletionOperationType::Receive,
+            byte_len: Some(99),
+        };
+        let err = recv
+            .check(completion(0, WorkCompletionOperationType::Receive as u32))
+            .unwrap_err();
+        assert!(err.to_string().contains("byte_len 100, want 99"), "{err}");
+    }
+
+    #[test]
+    fn timeouts_read_well() {
+        let err = OpError::Timeout {
+            op: "SEND",
+            after: Duration::from_secs(10),
+        };
+        assert_eq!(err.to_string(), "SEND: no completion within 10 s");
+    }
+
+    #[test]
+    fn odp_caps() {
+        assert_eq!(odp_caps_text(0, 0), "ODP caps: none; RC: none");
+        assert_eq!(
+            odp_caps_text(1, 0x1f),
+            "ODP caps: supported; RC: SEND RECV WRITE READ ATOMIC"
+        );
+    }
+
+    #[test]
+    fn access_flags() {
+        assert!(target_access(true).contains(AccessFlags::OnDemand));
+        assert!(!target_access(false).contains(AccessFlags::OnDemand));
+        assert!(target_access(false).contains(AccessFlags::RemoteAtomic | AccessFlags::LocalWrite));
+        assert!(local_access().contains(AccessFlags::LocalWrite));
+    }
+
+    #[test]
+    fn send_ops_cover_every_operation() {
+        for op in [
+            SendOperationFlags::Send,
+            SendOperationFlags::Write,
+            SendOperationFlags::WriteWithImmediate,
+            SendOperationFlags::Read,
+            SendOperationFlags::AtomicCompareAndSwap,
+            SendOperationFlags::AtomicFetchAndAdd,
+        ] {
+            assert!(SEND_OPS.contains(op));
+        }
+    }
+}
