@@ -68,7 +68,7 @@ run_plan() {
 export RVRAM_HMM_TESTS=$hmm_tests
 run_plan single --gpus 1 --vram 256
 run_plan dual --gpus 2 --vram 512,256
-run_plan alias --gpus 2 --far-gpus 1 --vram 256
+run_plan alias --gpus 2 --far-gpus 1 --vram 256 --timeout 1500
 
 step "done"
 if [ $fail != 0 ]; then

@@ -305,9 +305,31 @@ impl DmirrorFile {
 
     /// HMM_DMIRROR_MIGRATE_TO_DEV: moves the range into VRAM, then reads it
     /// back through the device into `ptr`.
+    ///
+    /// `migrate_vma` is best effort: a page that someone else briefly holds
+    /// (a per-CPU LRU batch right after a fault, a concurrent fault) is
+    /// skipped. Such a range is migrated again, twice at most, before the
+    /// read-back reports `ENOENT`.
     fn migrate_to_dev(&self, c: &mut Cmd) -> Result {
         let start = usize::try_from(c.addr)?;
         let end = start + Self::bounce_len(c)?;
+        let mut tries = 0;
+        let buf = loop {
+            self.migrate_range_to_dev(start, end)?;
+            match self.read_back(start, end) {
+                Err(e) if e == ENOENT && tries < 2 => tries += 1,
+                r => break r?,
+            }
+        };
+        UserSlice::new(UserPtr::from_addr(usize::try_from(c.ptr)?), end - start)
+            .writer()
+            .write_slice(&buf)?;
+        c.cpages = c.npages;
+        Ok(())
+    }
+
+    /// Migrates what is in system memory in `[start, end)` into VRAM.
+    fn migrate_range_to_dev(&self, start: usize, end: usize) -> Result {
         let gpu = &self.gpu;
         let pm = &*gpu.pages;
         let mm = self.mirror.mm().mmget_not_zero().ok_or(EINVAL)?;
@@ -382,7 +404,13 @@ impl DmirrorFile {
                 addr = next;
             }
         }
-        // Read back through the device: every page must now be in our VRAM.
+        Ok(())
+    }
+
+    /// Reads `[start, end)` back through the device; `ENOENT` unless every
+    /// page is in this GPU's VRAM.
+    fn read_back(&self, start: usize, end: usize) -> Result<KVVec<u8>> {
+        let pm = &*self.gpu.pages;
         let len = end - start;
         let mut buf = Self::bounce(len)?;
         let mut req = RangeRequest::snapshot(start, len / PAGE_SIZE)?;
@@ -397,11 +425,7 @@ impl DmirrorFile {
                 pm.data().read_page(index, dst)?;
             }
         }
-        UserSlice::new(UserPtr::from_addr(usize::try_from(c.ptr)?), len)
-            .writer()
-            .write_slice(&buf)?;
-        c.cpages = c.npages;
-        Ok(())
+        Ok(buf)
     }
 
     /// HMM_DMIRROR_MIGRATE_TO_SYS: moves this GPU's pages of the range back.

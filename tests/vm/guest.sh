@@ -56,6 +56,13 @@ alias)
 	run_suite rdma-odp-alias "$T/rdma-odp.sh" alias
 	run_suite rdma-odp-migrate "$T/rdma-odp.sh" migrate
 	;;
+rdma)
+	# The ODP suites alone (also part of the alias plan), for development.
+	expect rdma-odp-ram rdma-odp-alias rdma-odp-migrate
+	run_suite rdma-odp-ram "$T/rdma-odp.sh" ram
+	run_suite rdma-odp-alias "$T/rdma-odp.sh" alias
+	run_suite rdma-odp-migrate "$T/rdma-odp.sh" migrate
+	;;
 demo)
 	"$T/demo.sh"
 	;;

@@ -16,7 +16,7 @@ param=/sys/module/ib_core/parameters/odp_p2p_alias
 
 ip link set lo up
 modprobe rdma_rxe || exit 1
-rdma link show rxe0 > /dev/null 2>&1 || rdma link add rxe0 type rxe netdev lo || exit 1
+[ -e /sys/class/infiniband/rxe0 ] || rdma link add rxe0 type rxe netdev lo || exit 1
 args=(--device rxe0 --gid-index 1 --mtu 1024 --mtu 4096)
 rc=0
 case $mode in

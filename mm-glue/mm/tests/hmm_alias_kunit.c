@@ -304,7 +304,7 @@ static int hmm_alias_suite_init(struct kunit_suite *suite)
 {
 	void *ret;
 
-	apm = kzalloc(sizeof(*apm), GFP_KERNEL);
+	apm = kzalloc_obj(*apm, GFP_KERNEL);
 	if (!apm)
 		return -ENOMEM;
 	apm->store = vzalloc(NPAGES * PAGE_SIZE);
@@ -352,6 +352,7 @@ static struct kunit_suite hmm_alias_suite = {
 	.suite_exit = hmm_alias_suite_exit,
 	.test_cases = hmm_alias_cases,
 };
+
 kunit_test_suite(hmm_alias_suite);
 
 MODULE_DESCRIPTION("KUnit tests for DMA-able aliases in hmm_range_fault()");
