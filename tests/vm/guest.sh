@@ -49,7 +49,10 @@ dual)
 alias)
 	# Two GPUs under the switch and one far GPU (tools/vm.sh --far-gpus 1).
 	expect kunit:rvram_vram rvram-alias rdma-odp-ram rdma-odp-alias rdma-odp-migrate
+	expect pyverbs-odp
 	run_suite rvram-alias "$T/rvram-alias.sh"
+	# rdma-core's own ODP tests on rxe, with the series applied.
+	run_suite pyverbs-odp "$T/pyverbs-odp.sh"
 	# ODP MRs on Soft-RoCE from user verbs: system RAM, then VRAM with
 	# P2P aliases, then VRAM with aliases disabled (status quo).
 	run_suite rdma-odp-ram "$T/rdma-odp.sh" ram

@@ -17,7 +17,8 @@ param=/sys/module/ib_core/parameters/odp_p2p_alias
 ip link set lo up
 modprobe rdma_rxe || exit 1
 [ -e /sys/class/infiniband/rxe0 ] || rdma link add rxe0 type rxe netdev lo || exit 1
-args=(--device rxe0 --gid-index 1 --mtu 1024 --mtu 4096)
+# Generous completion timeout: TCG moves about 1 MB/s (a hang guard only).
+args=(--device rxe0 --gid-index 1 --mtu 1024 --mtu 4096 --timeout 60)
 rc=0
 case $mode in
 ram)

@@ -1,0 +1,47 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# rdma-core's pyverbs ODP tests (Debian python3-pyverbs ships them gzipped
+# under /usr/share/doc/rdma-core/tests) on Soft-RoCE, as TAP.
+#
+# Environment: RVRAM_RESULTS.
+set -u
+src=/usr/share/doc/rdma-core/tests
+work=$RVRAM_RESULTS/pyverbs
+rm -rf "$work"
+mkdir -p "$work"
+cp -r "$src" "$work/tests"
+gunzip -f "$work"/tests/*.gz
+
+# The huge-page ODP cases need 2 MiB pages; restore the pool afterwards.
+hp=/proc/sys/vm/nr_hugepages
+old_hp=$(cat $hp)
+echo 32 > $hp
+trap 'echo "$old_hp" > $hp' EXIT
+
+ip link set lo up
+modprobe rdma_rxe || exit 1
+[ -e /sys/class/infiniband/rxe0 ] || rdma link add rxe0 type rxe netdev lo || exit 1
+
+# Debian's interpreter, which has pyverbs (not one earlier on PATH).
+cd "$work/tests" || exit 1
+/usr/bin/python3 run_tests.py --dev rxe0 --port 1 --gid 1 -v tests.test_odp \
+	> "$work/unittest.log" 2>&1
+rc=$?
+echo "TAP version 13"
+n=0
+fail=0
+# unittest -v: "test_name (tests.test_odp.Class.test_name) ... ok|FAIL|ERROR|skipped 'why'"
+while IFS= read -r line; do
+	case $line in
+	*" ... ok") n=$((n + 1)); echo "ok $n ${line%% ... *}" ;;
+	*" ... skipped "*) n=$((n + 1)); echo "ok $n ${line%% ... *} # SKIP ${line#* ... skipped }" ;;
+	*" ... FAIL" | *" ... ERROR")
+		n=$((n + 1))
+		fail=$((fail + 1))
+		echo "not ok $n ${line%% ... *}"
+		;;
+	esac
+done < "$work/unittest.log"
+echo "# unittest exit code $rc; full log: pyverbs/unittest.log"
+echo "1..$n"
+[ $n -gt 0 ] && [ $fail = 0 ]
