@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 
+#include <linux/huge_mm.h>
 #include <linux/ioport.h>
 #include <linux/memremap.h>
 #include <linux/mm.h>
+
+__rust_helper bool rust_helper_thp_migration_supported(void)
+{
+	return thp_migration_supported();
+}
 
 #ifdef CONFIG_ZONE_DEVICE
 __rust_helper bool rust_helper_is_device_private_page(const struct page *page)

@@ -66,6 +66,24 @@ impl Owner {
 /// The largest folio order a [`Pagemap`] hands out (a PMD on x86-64).
 pub const MAX_FOLIO_ORDER: u32 = bindings::PMD_ORDER;
 
+/// Whether folios above order 0 can be migrated (`thp_migration_supported()`):
+/// without it, [`Pagemap::alloc_folio`] only hands out single pages and the
+/// core splits large folios before they migrate.
+///
+/// # Examples
+///
+/// ```
+/// use kernel::mm::pagemap::{thp_migration_supported, MAX_FOLIO_ORDER};
+///
+/// // The order a driver allocates for a PMD-sized source.
+/// let order = if thp_migration_supported() { MAX_FOLIO_ORDER } else { 0 };
+/// assert!(order <= MAX_FOLIO_ORDER);
+/// ```
+pub fn thp_migration_supported() -> bool {
+    // SAFETY: No preconditions.
+    unsafe { bindings::thp_migration_supported() }
+}
+
 /// Why a CPU fault on a device-private page could not be served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FaultError {
@@ -465,7 +483,7 @@ impl<T: DevicePrivateOps> Pagemap<T> {
     /// an order above [`MAX_FOLIO_ORDER`] and `ENOMEM` when no such run of
     /// free pages is left.
     pub fn alloc_folio(&self, order: u32) -> Result<NewFolio<'_, T>> {
-        if order > MAX_FOLIO_ORDER || (order > 0 && !cfg!(CONFIG_ARCH_ENABLE_THP_MIGRATION)) {
+        if order > MAX_FOLIO_ORDER || (order > 0 && !thp_migration_supported()) {
             return Err(EINVAL);
         }
         let n = 1usize << order;
@@ -831,10 +849,11 @@ mod tests {
 
     #[test]
     fn pmd_folios_are_aligned() -> Result {
-        if !cfg!(CONFIG_ARCH_ENABLE_THP_MIGRATION) {
+        let pm = new_pm(2 * PMD)?;
+        if !thp_migration_supported() {
+            assert_eq!(pm.alloc_folio(MAX_FOLIO_ORDER).err(), Some(EINVAL));
             return Ok(());
         }
-        let pm = new_pm(2 * PMD)?;
         let small = pm.alloc_folio(0)?;
         let big = pm.alloc_folio(MAX_FOLIO_ORDER)?;
         assert_eq!(big.index(), 1 << MAX_FOLIO_ORDER);
