@@ -35,14 +35,14 @@ use crate::{
     error::{to_result, Result},
     mm::{
         pagemap::{DeviceFolio, DevicePrivateOps, Owner, Pagemap},
-        Mm, MmWithUser,
+        Mm, MmWithUser, MmapReadGuard,
     },
     prelude::*,
     sync::{aref::ARef, Mutex, MutexGuard},
     time::{msecs_to_jiffies, Instant, Monotonic},
     types::Opaque,
 };
-use core::{marker::PhantomData, ops::Range};
+use core::{marker::PhantomData, ops::Range, ptr::NonNull};
 
 /// How long [`Mirror::fault`] keeps retrying an invalidated fault.
 pub const DEFAULT_TIMEOUT_MS: u32 = bindings::HMM_RANGE_DEFAULT_TIMEOUT;
@@ -265,6 +265,72 @@ impl<T: MirrorOps> Mirror<T> {
         }
     }
 
+    /// Takes exclusive access to the anonymous page at `addr` for the
+    /// device, as a device does for atomics (`make_device_exclusive()`).
+    ///
+    /// The page is faulted in writable and its CPU mapping replaced by a
+    /// device-exclusive entry. The next CPU access restores the mapping,
+    /// after invalidating every mirror of the page, this one included. The
+    /// returned [`ExclusivePage`] keeps the page locked, which holds that
+    /// access off: record the device's mapping in the page table (under
+    /// [`Mirror::lock`]) before dropping it, so that the invalidation
+    /// finds the entry to drop. Must not be called with [`Mirror::lock`]
+    /// held: taking the page invalidates this mirror too.
+    ///
+    /// `guard` must lock the mirrored mm (else `EINVAL`). Errors of
+    /// `make_device_exclusive()`: `EFAULT` (no page can be faulted in
+    /// writable at `addr`), `EOPNOTSUPP` (not anonymous memory, or
+    /// hugetlb), `EBUSY`, `EINTR`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use kernel::mm::hmm::{Mirror, MirrorOps};
+    /// use kernel::prelude::*;
+    ///
+    /// /// The device's atomic mappings, by address.
+    /// fn map_atomic<T: MirrorOps>(
+    ///     mirror: &Mirror<T>,
+    ///     addr: usize,
+    ///     record: impl FnOnce(&mut T, usize) -> Result,
+    /// ) -> Result<u8> {
+    ///     let mm = mirror.mm().mmget_not_zero().ok_or(EINVAL)?;
+    ///     let guard = mm.mmap_read_lock();
+    ///     let page = mirror.make_exclusive(&guard, addr)?;
+    ///     // Still locked: the CPU cannot take the page back before this.
+    ///     record(&mut mirror.lock(), addr)?;
+    ///     Ok(page.with_page(|bytes| bytes[0]))
+    /// }
+    /// ```
+    pub fn make_exclusive<'g>(
+        &self,
+        guard: &'g MmapReadGuard<'_>,
+        addr: usize,
+    ) -> Result<ExclusivePage<'g>> {
+        if !core::ptr::eq(guard.mm.as_raw(), self.mm().as_raw()) {
+            return Err(EINVAL);
+        }
+        let mut folio = core::ptr::null_mut();
+        // SAFETY: The mmap lock of `mm` is held (`guard`), which has users
+        // while the guard lives. A null owner invalidates every mirror.
+        let page = unsafe {
+            bindings::make_device_exclusive(
+                guard.mm.as_raw(),
+                addr,
+                core::ptr::null_mut(),
+                &mut folio,
+            )
+        };
+        let page = crate::error::from_err_ptr(page)?;
+        // INVARIANT: On success the folio is locked with a reference we own,
+        // and `page` is one of its pages.
+        Ok(ExclusivePage {
+            page: NonNull::new(page).ok_or(EFAULT)?,
+            folio: NonNull::new(folio).ok_or(EFAULT)?,
+            _guard: PhantomData,
+        })
+    }
+
     /// # Safety
     ///
     /// Only called by the MMU notifier core for a notifier inserted by [`Mirror::new`].
@@ -311,6 +377,47 @@ impl<T: MirrorOps> PinnedDrop for Mirror<T> {
         // SAFETY: Inserted (type invariant). Waits for running callbacks;
         // none runs afterwards.
         unsafe { bindings::mmu_interval_notifier_remove(self.raw()) };
+    }
+}
+
+/// A page a device has exclusive access to: see [`Mirror::make_exclusive`].
+///
+/// Dropping it unlocks the page and drops its reference; the device keeps
+/// its exclusive access until the next invalidation of the page.
+///
+/// # Invariants
+///
+/// `folio` is locked and holds a reference owned by this object; `page` is
+/// one of its pages, of system memory.
+pub struct ExclusivePage<'g> {
+    page: NonNull<bindings::page>,
+    folio: NonNull<bindings::folio>,
+    _guard: PhantomData<&'g MmapReadGuard<'g>>,
+}
+
+impl ExclusivePage<'_> {
+    /// Calls `f` with the content of the page.
+    pub fn with_page<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        // SAFETY: A system page, alive and locked (type invariant);
+        // `kmap_local_page()` maps it.
+        let addr = unsafe { bindings::kmap_local_page(self.page.as_ptr()) };
+        // SAFETY: `addr` maps `PAGE_SIZE` bytes.
+        let bytes =
+            unsafe { core::slice::from_raw_parts(addr.cast::<u8>(), crate::page::PAGE_SIZE) };
+        let r = f(bytes);
+        // SAFETY: Mapped just above.
+        unsafe { bindings::kunmap_local(addr) };
+        r
+    }
+}
+
+impl Drop for ExclusivePage<'_> {
+    fn drop(&mut self) {
+        // SAFETY: Locked, with a reference we own (type invariant).
+        unsafe {
+            bindings::folio_unlock(self.folio.as_ptr());
+            bindings::folio_put(self.folio.as_ptr());
+        }
     }
 }
 
@@ -768,6 +875,50 @@ mod tests {
             Some(EINVAL)
         );
         assert!(RangeRequest::new(PAGE_SIZE, 3, true).is_ok_and(|r| r.len() == 3));
+    }
+
+    #[test]
+    fn exclusive_access_ends_at_the_next_cpu_access() -> Result {
+        let n = 2;
+        let (addr, data) = user_pages(n, 0x5a)?;
+        let task = crate::current!();
+        let mm = task.mm().ok_or(EINVAL)?;
+        let len = n * PAGE_SIZE;
+        let m = KBox::pin_init(
+            Mirror::new(mm, addr, len, None, Table::default()),
+            GFP_KERNEL,
+        )?;
+        let seen = |m: &Mirror<Table>, a: usize| {
+            m.lock()
+                .invalidated
+                .iter()
+                .filter(|r| r.start <= a && r.end > a)
+                .count()
+        };
+        let (content, after_take) = {
+            let guard = mm.mmap_read_lock();
+            let page = m.make_exclusive(&guard, addr)?;
+            // Taking the page invalidated the mirror (null owner).
+            let after_take = seen(&m, addr);
+            (page.with_page(|b| b[..] == data[..PAGE_SIZE]), after_take)
+        };
+        let before_cpu = seen(&m, addr);
+        // The CPU's access restores its mapping and invalidates the mirror.
+        let back = read_user(addr, len)?;
+        let after_cpu = seen(&m, addr);
+        // SAFETY: The range is the test's own mapping.
+        to_result(unsafe { bindings::vm_munmap(addr + PAGE_SIZE, PAGE_SIZE) })?;
+        let unmapped = {
+            let guard = mm.mmap_read_lock();
+            m.make_exclusive(&guard, addr + PAGE_SIZE).err()
+        };
+
+        assert!(content);
+        assert!(after_take >= 1);
+        assert!(after_cpu > before_cpu);
+        assert!(back[..] == data[..]);
+        assert_eq!(unmapped, Some(EFAULT));
+        Ok(())
     }
 
     #[test]
