@@ -5,23 +5,25 @@
 //! Each open file mirrors the opener's address space with a
 //! [`Mirror`]; device reads and writes fault through it and copy from the
 //! pages HMM reports: system memory, or this GPU's VRAM for its own
-//! device-private pages. The device keeps no cached translations, so
-//! invalidations have nothing to drop beyond the sequence the mirror
-//! records.
+//! device-private pages. The device caches no translations for them. Its
+//! page table only holds the pages it maps for atomic access
+//! (`HMM_DMIRROR_EXCLUSIVE`), which an invalidation of the page drops.
 
 use crate::{Gpu, VramPages};
 use kernel::{
-    alloc::flags::GFP_KERNEL,
+    alloc::flags::{__GFP_ZERO, GFP_KERNEL},
     fs::File,
     ioctl::_IOWR,
     miscdevice::{MiscDevice, MiscDeviceRegistration},
+    mm::virt::VmaNew,
     mm::{
         hmm::{AliasAccess, Mirror, MirrorOps, NotifierRange, RangeRequest, DEFAULT_TIMEOUT_MS},
         migrate::{MigrateVma, NewSystemFolio, Select, Source},
         pagemap::MAX_FOLIO_ORDER,
     },
-    page::PAGE_SIZE,
+    page::{Page, PAGE_SIZE},
     prelude::*,
+    rbtree::{RBTree, RBTreeNode},
     sync::{
         atomic::{Atomic, Relaxed},
         Arc,
@@ -102,19 +104,45 @@ fn migration_chunk<'a>(
     Ok((vma, end.min(vma.end()).min((addr & !(chunk - 1)) + chunk)))
 }
 
-/// The device page table of a file: empty, see the module documentation.
-#[derive(Default)]
-pub(crate) struct NoCache;
+/// The device page table of a file: the addresses of the pages the device
+/// maps for atomic access (see the module documentation).
+pub(crate) struct DeviceTable {
+    atomic: RBTree<usize, ()>,
+}
 
-impl MirrorOps for NoCache {
-    fn invalidate(&mut self, _range: &NotifierRange<'_>) {}
+impl DeviceTable {
+    fn new() -> Self {
+        Self {
+            atomic: RBTree::new(),
+        }
+    }
+
+    /// Whether the device maps a page of `[start, end)` for atomic access.
+    fn any_atomic(&self, start: usize, end: usize) -> bool {
+        self.atomic
+            .cursor_lower_bound(&start)
+            .is_some_and(|c| *c.current().0 < end)
+    }
+}
+
+impl MirrorOps for DeviceTable {
+    fn invalidate(&mut self, range: &NotifierRange<'_>) {
+        let r = range.range();
+        // Removing frees the node: no allocation here.
+        while let Some(c) = self.atomic.cursor_lower_bound_mut(&r.start) {
+            if *c.current().0 >= r.end {
+                break;
+            }
+            drop(c.remove_current());
+        }
+    }
 }
 
 /// An open rvram file.
 #[pin_data]
 pub(crate) struct DmirrorFile {
     gpu: Arc<Gpu>,
-    mirror: Pin<KBox<Mirror<NoCache>>>,
+    mirror: Pin<KBox<Mirror<DeviceTable>>>,
     flags: Atomic<u64>,
 }
 
@@ -128,7 +156,13 @@ impl MiscDevice for DmirrorFile {
         let mm = task.mm().ok_or(EINVAL)?;
         let owner = gpu.pages.owner();
         let mirror = KBox::pin_init(
-            Mirror::new(mm, 0, usize::MAX & !(PAGE_SIZE - 1), Some(owner), NoCache),
+            Mirror::new(
+                mm,
+                0,
+                usize::MAX & !(PAGE_SIZE - 1),
+                Some(owner),
+                DeviceTable::new(),
+            ),
             GFP_KERNEL,
         )?;
         KBox::pin_init(
@@ -139,6 +173,18 @@ impl MiscDevice for DmirrorFile {
             }),
             GFP_KERNEL,
         )
+    }
+
+    /// Maps zeroed system pages, as test_hmm does: a device file whose
+    /// mapping is not anonymous memory (hmm-tests' `mixedmap` case snapshots
+    /// it). The VMA holds its own reference to every page.
+    fn mmap(_me: Pin<&DmirrorFile>, _file: &File, vma: &VmaNew) -> Result {
+        let vma = vma.set_mixedmap();
+        for addr in (vma.start()..vma.end()).step_by(PAGE_SIZE) {
+            let page = Page::alloc_page(GFP_KERNEL | __GFP_ZERO)?;
+            vma.vm_insert_page(addr, &page)?;
+        }
+        Ok(())
     }
 
     fn ioctl(me: Pin<&DmirrorFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
@@ -182,7 +228,13 @@ impl MiscDevice for DmirrorFile {
             RELEASE => {
                 me.gpu.evict_all()?;
             }
-            EXCLUSIVE | CHECK_EXCLUSIVE => return Err(EOPNOTSUPP),
+            EXCLUSIVE => me.exclusive(&mut c)?,
+            CHECK_EXCLUSIVE => {
+                let end = usize::try_from(c.addr)? + Self::bounce_len(&c)?;
+                if me.mirror.lock().any_atomic(usize::try_from(c.addr)?, end) {
+                    return Err(EPERM);
+                }
+            }
             _ => return Err(EINVAL),
         }
         for v in [c.addr, c.ptr, c.npages, c.cpages, c.faults] {
@@ -480,6 +532,34 @@ impl DmirrorFile {
             return Err(ENOMEM);
         }
         c.cpages = total;
+        Ok(())
+    }
+
+    /// HMM_DMIRROR_EXCLUSIVE: maps the range for atomic access by the
+    /// device (`make_device_exclusive()`) and reads it into `ptr`. The CPU's
+    /// next access to a page ends the device's access to it, which
+    /// HMM_DMIRROR_CHECK_EXCLUSIVE then reports.
+    fn exclusive(&self, c: &mut Cmd) -> Result {
+        let len = Self::bounce_len(c)?;
+        let mut buf = Self::bounce(len)?;
+        let start = usize::try_from(c.addr)?;
+        let mm = self.mirror.mm().mmget_not_zero().ok_or(EINVAL)?;
+        {
+            let guard = mm.mmap_read_lock();
+            for (n, dst) in buf.chunks_mut(PAGE_SIZE).enumerate() {
+                let addr = start + n * PAGE_SIZE;
+                let node = RBTreeNode::new(addr, (), GFP_KERNEL)?;
+                let page = self.mirror.make_exclusive(&guard, addr)?;
+                // Mapped before the page is unlocked: the CPU's access,
+                // which needs the page lock, finds the entry to drop.
+                self.mirror.lock().atomic.insert(node);
+                page.with_page(|b| dst.copy_from_slice(b));
+            }
+        }
+        UserSlice::new(UserPtr::from_addr(usize::try_from(c.ptr)?), len)
+            .writer()
+            .write_slice(&buf)?;
+        c.cpages = c.npages;
         Ok(())
     }
 
