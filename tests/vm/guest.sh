@@ -69,6 +69,15 @@ rdma)
 demo)
 	"$T/demo.sh"
 	;;
+hmm:*)
+	# Chosen hmm-tests cases, for development, exclusions lifted:
+	#   tools/vm.sh --gpus 2 hmm:rvram:snapshot,migrate_mixed results/x
+	spec=${plan#hmm:}
+	provider=${spec%%:*}
+	expect hmm-tests-$provider
+	RVRAM_HMM_ONLY=${spec#*:} run_suite hmm-tests-$provider \
+		"$T/hmm-tests.sh" "$provider"
+	;;
 suite:*)
 	# One suite, for development: tools/vm.sh suite:rvram-unbind results/x
 	name=${plan#suite:}
