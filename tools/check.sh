@@ -57,13 +57,23 @@ hmm_tests=$(tools/build-hmm-tests.sh "$kobj")
 step "VM suites"
 rm -rf results/single results/dual results/alias
 fail=0
+summary=()
 run_plan() {
-	local plan=$1
+	local plan=$1 verdict
 	shift
 	tools/vm.sh --kernel "$kobj" "$@" "$plan" "results/$plan" || true
-	if ! "$rvram" report "results/$plan"; then
+	if "$rvram" report "results/$plan" > "results/$plan.report"; then
+		verdict=PASS
+	else
+		verdict=FAIL
 		fail=1
 	fi
+	cat "results/$plan.report"
+	# Repeated at the end, where a CI log's tail shows it.
+	summary+=("$plan: $verdict: $(tail -n 1 "results/$plan.report")")
+	while IFS= read -r line; do
+		summary+=("  $line")
+	done < <(grep -v '^PASS' "results/$plan.report" | grep -v '^SUMMARY' | head -n 20)
 }
 export RVRAM_HMM_TESTS=$hmm_tests
 run_plan single --gpus 1 --vram 256
@@ -71,6 +81,7 @@ run_plan dual --gpus 2 --vram 512,256
 run_plan alias --gpus 2 --far-gpus 1 --vram 256 --timeout 1500
 
 step "done"
+printf '%s\n' "${summary[@]}"
 if [ $fail != 0 ]; then
 	log "FAIL (results in $RVRAM_TOP/results)"
 	exit 1

@@ -89,19 +89,54 @@ fi
 
 env_str="RVRAM_TOP=$RVRAM_TOP RVRAM_KOBJ=$kobj RVRAM_HMM_TESTS=${RVRAM_HMM_TESTS:-$kobj/rvram-tests/hmm-tests} RVRAM_GUEST_BIN=$kobj/rvram-tests RVRAM_GPUS=$gpus RVRAM_FAR_GPUS=$far_gpus RVRAM_VRAM_MB='${expect_sizes[*]}'"
 log "booting $plan: $gpus GPU(s) + $far_gpus far (${expect_sizes[*]} MiB), ${accel[*]:-kvm}, timeout ${timeout_s}s"
-start=$SECONDS
-set +e
-# vng hands QEMU /proc/self/fd/1 as a file chardev, which would truncate a
-# redirected log: pipe through cat.
-timeout -k 10 "$timeout_s" vng --verbose --run "$image" "${accel[@]}" --disable-microvm \
-	--cpus 2 --memory "$memory" --rwdir="$results" --cwd "$RVRAM_TOP" \
-	--append "oops=panic panic=-1 kasan_multi_shot modprobe.blacklist=rvram" \
-	--qemu-opts="$qopts" \
-	--exec "$env_str bash $RVRAM_TOP/tests/vm/guest.sh $plan $results" \
-	</dev/null 2>&1 | cat > "$results/console.log"
-rc=${PIPESTATUS[0]}
-set -e
-if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+# A guest that has not started its plan after this long did not boot: under
+# TCG, rarely, an interrupt arrives during early boot (identify_cpu) for an
+# unset irq descriptor and KASAN reports wild accesses in a loop. That is
+# before any of our code runs; boot once more, and keep the failed console.
+boot_limit=${RVRAM_BOOT_LIMIT:-300}
+attempt=1
+while :; do
+	start=$SECONDS
+	set +e
+	# vng hands QEMU /proc/self/fd/1 as a file chardev, which would truncate
+	# a redirected log: pipe through cat.
+	(
+		timeout -k 10 "$timeout_s" vng --verbose --run "$image" "${accel[@]}" --disable-microvm \
+			--cpus 2 --memory "$memory" --rwdir="$results" --cwd "$RVRAM_TOP" \
+			--append "oops=panic panic=-1 kasan_multi_shot modprobe.blacklist=rvram" \
+			--qemu-opts="$qopts" \
+			--exec "$env_str bash $RVRAM_TOP/tests/vm/guest.sh $plan $results" \
+			</dev/null 2>&1 | cat > "$results/console.log"
+		exit "${PIPESTATUS[0]}"
+	) &
+	pid=$!
+	booted=0
+	while kill -0 "$pid" 2>/dev/null; do
+		if [ $booted = 0 ]; then
+			if grep -q "rvram-guest: plan $plan: start" "$results/console.log"; then
+				booted=1
+			elif [ $((SECONDS - start)) -ge "$boot_limit" ]; then
+				# timeout forwards the signal to the guest's process group.
+				pkill -TERM -P "$pid" -x timeout
+				break
+			fi
+		fi
+		sleep 2
+	done
+	wait "$pid"
+	rc=$?
+	set -e
+	if [ $booted = 0 ] && ! grep -q "rvram-guest: plan $plan: start" "$results/console.log" &&
+		[ $((SECONDS - start)) -ge "$boot_limit" ] && [ $attempt = 1 ]; then
+		mv "$results/console.log" "$results/console-boot$attempt.log"
+		log "guest did not start the plan within ${boot_limit}s; booting again" \
+			"(first console: $results/console-boot$attempt.log)"
+		attempt=$((attempt + 1))
+		continue
+	fi
+	break
+done
+if [ "$rc" = 124 ] || [ "$rc" = 137 ] || [ "$rc" = 143 ]; then
 	touch "$results/timeout"
 	log "guest timed out after $((SECONDS - start)) s"
 	exit 124

@@ -13,6 +13,8 @@ R=$2
 T=$RVRAM_TOP/tests/vm
 mkdir -p "$R/suites"
 export RVRAM_RESULTS=$R
+# tools/vm.sh watches the console for this line to know the guest booted.
+echo "rvram-guest: plan $plan: start" > /dev/kmsg
 
 expect() { printf '%s\n' "$@" >> "$R/expected"; }
 
