@@ -7,6 +7,7 @@
 #   make check        everything: host unit tests, series checks, kernel and
 #                     module build, VM suites (installs what it needs)
 #   make demo         boot a guest with emulated GPUs and show rvram at work
+#   make bench        migration throughput, rvram vs test_hmm (non-debug kernel)
 #   make series       regenerate patches/ from series/series.toml
 #   make check-bisect build the series patch by patch (slow)
 #   make checkpatch   scripts/checkpatch.pl --strict on patches/
@@ -20,7 +21,7 @@ export RVRAM_CACHE
 KDIR ?= $(RVRAM_CACHE)/build/debug
 KMAKE := $(CURDIR)/tools/kmake.sh
 
-.PHONY: all modules clean check demo series check-series check-bisect \
+.PHONY: all modules clean check demo bench series check-series check-bisect \
 	checkpatch kernel deps clippy fmt tool
 
 all: modules
@@ -64,6 +65,9 @@ check:
 
 demo:
 	tools/demo.sh
+
+bench:
+	tools/bench.sh
 
 fmt:
 	rustfmt --edition 2021 drivers/rvram/rvram.rs

@@ -68,6 +68,11 @@ rdma)
 	run_suite rdma-odp-alias "$T/rdma-odp.sh" alias
 	run_suite rdma-odp-migrate "$T/rdma-odp.sh" migrate
 	;;
+bench)
+	# Migration throughput, test_hmm vs rvram (a non-debug kernel: make bench).
+	expect hmm-bench
+	run_suite hmm-bench "$T/hmm-bench.sh"
+	;;
 demo)
 	"$T/demo.sh"
 	;;
