@@ -79,6 +79,9 @@ export RVRAM_HMM_TESTS=$hmm_tests
 run_plan single --gpus 1 --vram 256
 run_plan dual --gpus 2 --vram 512,256
 run_plan alias --gpus 2 --far-gpus 1 --vram 256 --timeout 1500
+# The RDMA benchmark of the alias plan (debug kernel; make bench has the
+# non-debug numbers), side by side: results/alias/bench-rdma.{md,svg}.
+"$rvram" bench-plot results/alias || true
 
 step "done"
 printf '%s\n' "${summary[@]}"

@@ -30,11 +30,13 @@ run_suite() {
 }
 
 # Built-in KUnit suites ran during boot: they are in the kernel log.
-# The kernel crate's doctests, and our mm-glue abstractions' suites.
-expect kunit:rust_doctests_kernel
-expect kunit:rust_kernel_mm_pagemap kunit:rust_kernel_mm_migrate kunit:rust_kernel_mm_hmm
-# The C KUnit suite of our mm/hmm patch.
-expect kunit:hmm_alias
+# The kernel crate's doctests, and our mm-glue abstractions' suites; the C
+# KUnit suite of our mm/hmm patch. (Not on the stock kernel.)
+if [ "$plan" != pyverbs-stock ]; then
+	expect kunit:rust_doctests_kernel
+	expect kunit:rust_kernel_mm_pagemap kunit:rust_kernel_mm_migrate kunit:rust_kernel_mm_hmm
+	expect kunit:hmm_alias
+fi
 
 case $plan in
 single)
@@ -68,10 +70,19 @@ rdma)
 	run_suite rdma-odp-alias "$T/rdma-odp.sh" alias
 	run_suite rdma-odp-migrate "$T/rdma-odp.sh" migrate
 	;;
+pyverbs-stock)
+	# rdma-core's ODP tests on the stock kernel: make pyverbs-baseline.
+	expect pyverbs-odp
+	RVRAM_PYVERBS_BASELINE= run_suite pyverbs-odp "$T/pyverbs-odp.sh"
+	;;
 bench)
-	# Migration throughput, test_hmm vs rvram (a non-debug kernel: make bench).
-	expect hmm-bench
+	# The benchmarks, on the non-debug kernel (make bench): migration
+	# throughput of test_hmm vs rvram, then RDMA ODP into system RAM, VRAM
+	# with aliases and VRAM with migration.
+	expect hmm-bench rdma-odp-alias rdma-odp-migrate
 	run_suite hmm-bench "$T/hmm-bench.sh"
+	RVRAM_RDMA_BENCH_ONLY=1 run_suite rdma-odp-alias "$T/rdma-odp.sh" alias
+	RVRAM_RDMA_BENCH_ONLY=1 run_suite rdma-odp-migrate "$T/rdma-odp.sh" migrate
 	;;
 demo)
 	"$T/demo.sh"

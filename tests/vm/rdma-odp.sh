@@ -8,7 +8,8 @@
 #   rdma-odp.sh migrate   the same with ib_core.odp_p2p_alias=0: the
 #                         status quo, every touched page migrates
 #
-# Environment: RVRAM_TOP, RVRAM_RESULTS.
+# Environment: RVRAM_TOP, RVRAM_RESULTS; RVRAM_RDMA_BENCH_ONLY=1 runs only
+# the benchmark (make bench).
 set -u
 mode=$1
 bin=$RVRAM_TOP/target/release/rvram-rdma-test
@@ -32,8 +33,10 @@ alias | migrate)
 		echo 1 > "$param" || exit 1
 	fi
 	# A small target: every case migrates all of it into VRAM first.
+	bench=--bench
+	[ -n "${RVRAM_RDMA_BENCH_ONLY:-}" ] && bench=--bench-only
 	"$bin" "${args[@]}" --size 512K --vram /dev/rvram0 --expect "$mode" \
-		--bench --bench-out "$RVRAM_RESULTS/bench-$mode.md" || rc=$?
+		"$bench" --bench-out "$RVRAM_RESULTS/bench-$mode.md" || rc=$?
 	echo 1 > "$param"
 	cat /sys/kernel/debug/rvram/rvram0/stats >&2
 	rmmod rvram || rc=1

@@ -8,12 +8,14 @@
 //! rvram series apply      apply patches/ to the base, print the head commit
 //! rvram series commits    like apply, but print every commit (bisect check)
 //! rvram report DIR        summarise a VM test run, exit 1 on any failure
+//! rvram bench-plot DIR     RDMA ODP benchmark of a run: table and SVG
 //! ```
 //!
 //! The base kernel repository is `$RVRAM_CACHE/base/linux` (default cache:
 //! `$XDG_CACHE_HOME/rvram` or `~/.cache/rvram`), as tools/fetch-kernel.sh
 //! leaves it.
 
+pub mod benchplot;
 pub mod ktap;
 pub mod report;
 pub mod series;
@@ -21,7 +23,8 @@ pub mod series;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: rvram series {export|check|apply|commits} | rvram report DIR";
+const USAGE: &str =
+    "usage: rvram series {export|check|apply|commits} | rvram report DIR | rvram bench-plot DIR";
 
 fn cache_dir() -> PathBuf {
     if let Some(c) = std::env::var_os("RVRAM_CACHE") {
@@ -97,6 +100,16 @@ fn main() -> ExitCode {
                 } else {
                     ExitCode::FAILURE
                 }
+            }
+            Err(e) => {
+                eprintln!("rvram: {dir}: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        ["bench-plot", dir] => match benchplot::run(std::path::Path::new(dir)) {
+            Ok(md) => {
+                print!("{md}");
+                ExitCode::SUCCESS
             }
             Err(e) => {
                 eprintln!("rvram: {dir}: {e}");
