@@ -158,6 +158,8 @@ pub struct Config {
     pub vram: Option<VramMode>,
     /// The benchmark, if asked for.
     pub bench: Option<Bench>,
+    /// `--demo`: run the demo ([`crate::demo`]) instead of the suite.
+    pub demo: bool,
 }
 
 impl Default for Config {
@@ -174,6 +176,7 @@ impl Default for Config {
             timeout: Duration::from_secs(10),
             vram: None,
             bench: None,
+            demo: false,
         }
     }
 }
@@ -227,6 +230,9 @@ options:
   --bench-only       --bench without the suite
   --bench-out FILE   also write the bench results to FILE as a markdown table
                      (implies --bench)
+  --demo             with --vram: instead of the suite, tell the story in
+                     prose: a buffer moved into VRAM, written by the NIC
+                     through an ODP MR, where its pages are afterwards
   -h, --help         this text
 ";
 
@@ -285,6 +291,7 @@ where
                 vram = Some(PathBuf::from(path));
             }
             "--expect" => expect = Some(value()?.parse()?),
+            "--demo" => cfg.demo = true,
             "--bench" => {
                 bench.get_or_insert(Bench {
                     only: false,
@@ -316,7 +323,7 @@ where
         if inline.is_some()
             && matches!(
                 flag.as_str(),
-                "--no-odp" | "--no-cpu-check" | "--bench" | "--bench-only"
+                "--no-odp" | "--no-cpu-check" | "--bench" | "--bench-only" | "--demo"
             )
         {
             return Err(format!("{flag} takes no value"));
@@ -329,6 +336,7 @@ where
             expect: expect.unwrap_or(Expect::Alias),
         }),
         (None, Some(_)) => return Err("--expect needs --vram".to_owned()),
+        (None, None) if cfg.demo => return Err("--demo needs --vram".to_owned()),
         (None, None) => None,
     };
     if cfg.vram.is_some() {
@@ -398,6 +406,18 @@ mod tests {
         assert!(cfg.odp);
         assert!(cfg.cpu_check);
         assert_eq!(cfg.timeout, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn demo_needs_vram() {
+        assert!(!run(&[]).demo);
+        let cfg = run(&["--demo", "--vram", "/dev/rvram0"]);
+        assert!(cfg.demo);
+        assert_eq!(
+            parse_args(["--demo"]).err().as_deref(),
+            Some("--demo needs --vram")
+        );
+        assert!(parse_args(["--demo=1", "--vram", "/dev/rvram0"]).is_err());
     }
 
     #[test]

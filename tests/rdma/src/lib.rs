@@ -17,13 +17,16 @@
 //! GPU's VRAM ([`vram`]) before the RDMA operations of each case, and an
 //! extra result per case checks, from rvram's counters and a snapshot of
 //! the target, whether rxe reached the pages through their P2P alias or
-//! migrated them back to RAM. [`bench`] measures first-touch latency and
-//! bandwidth with the target in RAM and in VRAM.
+//! migrated them back to RAM. [`invalidate`] remaps and unmaps parts of a
+//! registered target. [`bench`] measures first-touch latency and bandwidth
+//! with the target in RAM and in VRAM.
 
 pub mod bench;
 pub mod cases;
 pub mod config;
+pub mod demo;
 pub mod error;
+pub mod invalidate;
 pub mod mmap;
 pub mod pattern;
 pub mod report;
@@ -34,5 +37,6 @@ pub mod vram;
 
 pub use config::{parse_args, Bench, Command, Config, Expect, PathMtu, VramMode};
 pub use error::Error;
+pub use invalidate::run_invalidation;
 pub use report::{exit_code, CaseKind, MtuSummary, TestResult, WriteReadWords};
 pub use suite::{run_mtu, run_suite, run_suite_with};

@@ -14,7 +14,9 @@ use std::process::ExitCode;
 use rvram_rdma_test::bench::run_bench;
 use rvram_rdma_test::mmap::Mmap;
 use rvram_rdma_test::tap::Tap;
-use rvram_rdma_test::{config, exit_code, parse_args, run_mtu, Command, MtuSummary, TestResult};
+use rvram_rdma_test::{
+    config, exit_code, parse_args, run_invalidation, run_mtu, Command, MtuSummary, TestResult,
+};
 
 fn main() -> ExitCode {
     let cfg = match parse_args(std::env::args().skip(1)) {
@@ -28,6 +30,16 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+
+    if cfg.demo {
+        return match rvram_rdma_test::demo::run_demo(&cfg) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("rvram-rdma-test: demo: {err}");
+                ExitCode::FAILURE
+            }
+        };
+    }
 
     let mut tap = Tap::new(io::stdout().lock());
     tap.comment(&format!(
@@ -62,6 +74,10 @@ fn main() -> ExitCode {
                         tap.comment(&summary.vram_line(mtu));
                     }
                     results.extend(mtu_results);
+                    for r in run_invalidation(&cfg, mtu) {
+                        tap.result(&r);
+                        results.push(r);
+                    }
                 }
             }
             Err(err) => {

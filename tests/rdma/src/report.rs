@@ -25,6 +25,9 @@ pub enum CaseKind {
     /// The benchmark of one target placement: fails only if it could not
     /// be measured or read back wrong data.
     Bench,
+    /// Invalidation and bad input: parts of a registered ODP target
+    /// remapped or unmapped.
+    Invalidation,
 }
 
 /// Wrong and checked 32-bit words of a WRITE/READ case.
