@@ -1,8 +1,13 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# In-guest part of `make demo`.
+# In-guest part of `make demo`: a buffer in VRAM, registered with plain ODP
+# on Soft-RoCE, written by the NIC, still in VRAM afterwards; then the
+# same with P2P aliases off (Linux 7.3 as released): the pages migrate.
 set -u
 say() { printf '\n=== rvram demo: %s\n' "$*"; }
+bin=$RVRAM_TOP/target/release/rvram-rdma-test
+param=/sys/module/ib_core/parameters/odp_p2p_alias
+args=(--device rxe0 --gid-index 1 --mtu 4096 --size 4M --timeout 120 --vram /dev/rvram0 --demo)
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 {
 say "the emulated GPUs (ivshmem-plain, 1af4:1110) and their PCIe switch"
@@ -13,9 +18,21 @@ for d in /sys/bus/pci/devices/*; do
 done
 say "insmod rvram.ko"
 insmod "$RVRAM_TOP/drivers/rvram/rvram.ko"
-dmesg | grep -E "rvram|rvram_vram" | tail -20
-say "debugfs"
-for f in /sys/kernel/debug/rvram/*/vram_size; do echo "$f: $(cat "$f")"; done
+dmesg | grep -E "rvram" | tail -6
+say "Soft-RoCE: rxe0 on lo"
+ip link set lo up
+modprobe rdma_rxe
+rdma link add rxe0 type rxe netdev lo
+rdma link show rxe0/1
+say "a 4 MiB buffer in rvram0's VRAM, ODP MR, RDMA WRITE: with P2P aliases (this series)"
+echo 1 > "$param"
+"$bin" "${args[@]}"
+say "the same with ib_core.odp_p2p_alias=0 (Linux 7.3 as released)"
+echo 0 > "$param"
+"$bin" "${args[@]}"
+echo 1 > "$param"
+say "rvram0's counters (/sys/kernel/debug/rvram/rvram0/stats)"
+cat /sys/kernel/debug/rvram/rvram0/stats
 rmmod rvram
 echo "=== end"
 } 2>&1
