@@ -113,7 +113,7 @@ while :; do
 	booted=0
 	while kill -0 "$pid" 2>/dev/null; do
 		if [ $booted = 0 ]; then
-			if grep -q "rvram-guest: plan $plan: start" "$results/console.log"; then
+			if grep -qs "rvram-guest: plan $plan: start" "$results/console.log"; then
 				booted=1
 			elif [ $((SECONDS - start)) -ge "$boot_limit" ]; then
 				# timeout forwards the signal to the guest's process group.
@@ -126,7 +126,7 @@ while :; do
 	wait "$pid"
 	rc=$?
 	set -e
-	if [ $booted = 0 ] && ! grep -q "rvram-guest: plan $plan: start" "$results/console.log" &&
+	if [ $booted = 0 ] && ! grep -qs "rvram-guest: plan $plan: start" "$results/console.log" &&
 		[ $((SECONDS - start)) -ge "$boot_limit" ] && [ $attempt = 1 ]; then
 		mv "$results/console.log" "$results/console-boot$attempt.log"
 		log "guest did not start the plan within ${boot_limit}s; booting again" \
