@@ -490,12 +490,20 @@ impl<T: DevicePrivateOps> Pagemap<T> {
         let index = {
             let mut used = self.used.lock();
             let mut base = 0;
+            // First fit. Each step skips a whole run of used pages (the
+            // next free one) or of free pages (up to the next used one),
+            // a word at a time: not one step per page in use.
             loop {
+                if base >= self.nr_pages() {
+                    return Err(ENOMEM);
+                }
+                let free = used.next_zero_bit(base).ok_or(ENOMEM)?;
+                base = free.next_multiple_of(n);
                 if base + n > self.nr_pages() {
                     return Err(ENOMEM);
                 }
                 match used.next_bit(base) {
-                    Some(b) if b < base + n => base = (b + n) & !(n - 1),
+                    Some(b) if b < base + n => base = b + 1,
                     _ => break,
                 }
             }
@@ -844,6 +852,31 @@ mod tests {
         drop(v);
         assert_eq!(pm.nr_used(), 0);
         assert_eq!(pm.data().freed.load(Relaxed), n + 1);
+        Ok(())
+    }
+
+    #[test]
+    fn first_fit_skips_used_and_misaligned_runs() -> Result {
+        let pm = new_pm(2 * PMD)?;
+        let n = pm.nr_pages();
+        let mut v = KVec::new();
+        for _ in 0..n {
+            v.push(Some(pm.alloc_folio(0)?), GFP_KERNEL)?;
+        }
+        // Free pages 5 and 7 and the whole second half.
+        v[5] = None;
+        v[7] = None;
+        for f in &mut v[n / 2..] {
+            *f = None;
+        }
+        // A single page takes the first hole; a PMD folio needs aligned
+        // free pages, so it skips the first half's holes.
+        assert_eq!(pm.alloc_folio(0)?.index(), 5);
+        if thp_migration_supported() {
+            assert_eq!(pm.alloc_folio(MAX_FOLIO_ORDER)?.index(), n / 2);
+        }
+        v.clear();
+        assert_eq!(pm.nr_used(), 0);
         Ok(())
     }
 
