@@ -8,6 +8,8 @@
 #                     module build, VM suites (installs what it needs)
 #   make demo         boot a guest with emulated GPUs and show rvram at work
 #   make bench        migration throughput, rvram vs test_hmm (non-debug kernel)
+#   make pyverbs-baseline
+#                     record rdma-core's ODP tests on the stock kernel
 #   make series       regenerate patches/ from series/series.toml
 #   make check-bisect build the series patch by patch (slow)
 #   make checkpatch   scripts/checkpatch.pl --strict on patches/
@@ -21,7 +23,7 @@ export RVRAM_CACHE
 KDIR ?= $(RVRAM_CACHE)/build/debug
 KMAKE := $(CURDIR)/tools/kmake.sh
 
-.PHONY: all modules clean check demo bench series check-series check-bisect \
+.PHONY: all modules clean check demo bench pyverbs-baseline series check-series check-bisect \
 	checkpatch kernel deps clippy fmt tool
 
 all: modules
@@ -68,6 +70,9 @@ demo:
 
 bench:
 	tools/bench.sh
+
+pyverbs-baseline:
+	tools/pyverbs-baseline.sh
 
 fmt:
 	rustfmt --edition 2021 drivers/rvram/rvram.rs

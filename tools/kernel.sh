@@ -4,8 +4,9 @@
 #
 #   tools/kernel.sh VARIANT COMMIT
 #
-# VARIANT is "debug" (KASAN, lockdep, DEBUG_VM: the test kernel) or
-# "nodebug" (benchmarks only). COMMIT is a commit in the base repository
+# VARIANT is "debug" (KASAN, lockdep, DEBUG_VM: the test kernel),
+# "nodebug" (benchmarks only) or "stock" (the debug config for the base
+# commit, for baselines). COMMIT is a commit in the base repository
 # (tools/rvram series apply prints one). The source checkout and the object
 # trees live in the cache; a stamp keyed by commit + config + toolchain makes a
 # repeated call a no-op, and a changed series rebuilds incrementally.
@@ -24,6 +25,12 @@ cfgdir=$RVRAM_TOP/tests/config
 case $variant in
 debug) frags=("$cfgdir/rvram-debug.config") ;;
 nodebug) frags=("$cfgdir/rvram-debug.config" "$cfgdir/rvram-nodebug.config") ;;
+# The debug config on the base commit, without the series (its options are
+# skipped where the base has no such symbol): make pyverbs-baseline.
+stock)
+	frags=("$cfgdir/rvram-debug.config")
+	export RVRAM_KCONFIG_PARTIAL=1
+	;;
 *) die "unknown variant $variant" ;;
 esac
 

@@ -3,8 +3,14 @@
 # rdma-core's pyverbs ODP tests (Debian python3-pyverbs ships them gzipped
 # under /usr/share/doc/rdma-core/tests) on Soft-RoCE, as TAP.
 #
-# Environment: RVRAM_RESULTS.
+# With a baseline (RVRAM_PYVERBS_BASELINE, default tests/vm/pyverbs-stock.txt,
+# recorded on the stock kernel by make pyverbs-baseline; empty for none), a
+# last point fails if a case that passes on the stock kernel does not pass
+# here. pyverbs/verdicts.txt gets this run's verdicts in the same format.
+#
+# Environment: RVRAM_RESULTS, RVRAM_TOP.
 set -u
+baseline=${RVRAM_PYVERBS_BASELINE-$RVRAM_TOP/tests/vm/pyverbs-stock.txt}
 src=/usr/share/doc/rdma-core/tests
 work=$RVRAM_RESULTS/pyverbs
 rm -rf "$work"
@@ -29,18 +35,45 @@ rc=$?
 echo "TAP version 13"
 n=0
 fail=0
+declare -A verdict
+: > "$work/verdicts.txt"
 # unittest -v: "test_name (tests.test_odp.Class.test_name) ... ok|FAIL|ERROR|skipped 'why'"
 while IFS= read -r line; do
+	name=${line%% ... *}
 	case $line in
-	*" ... ok") n=$((n + 1)); echo "ok $n ${line%% ... *}" ;;
-	*" ... skipped "*) n=$((n + 1)); echo "ok $n ${line%% ... *} # SKIP ${line#* ... skipped }" ;;
+	*" ... ok") n=$((n + 1)); echo "ok $n $name"; v=pass ;;
+	*" ... skipped "*) n=$((n + 1)); echo "ok $n $name # SKIP ${line#* ... skipped }"; v=skip ;;
 	*" ... FAIL" | *" ... ERROR")
 		n=$((n + 1))
 		fail=$((fail + 1))
-		echo "not ok $n ${line%% ... *}"
+		echo "not ok $n $name"
+		v=fail
 		;;
+	*) continue ;;
 	esac
+	verdict[${name%% *}]=$v
+	echo "$v ${name%% *}" >> "$work/verdicts.txt"
 done < "$work/unittest.log"
 echo "# unittest exit code $rc; full log: pyverbs/unittest.log"
+if [ -n "$baseline" ]; then
+	n=$((n + 1))
+	lost=()
+	both=0
+	while read -r v t; do
+		[ "$v" = pass ] || continue
+		if [ "${verdict[$t]:-missing}" = pass ]; then
+			both=$((both + 1))
+		else
+			lost+=("$t: ${verdict[$t]:-missing}")
+		fi
+	done < <(grep -v '^#' "$baseline")
+	if [ ${#lost[@]} = 0 ] && [ $both -gt 0 ]; then
+		echo "ok $n - no regression against ${baseline##*/}: $both cases pass on both"
+	else
+		fail=$((fail + 1))
+		echo "not ok $n - cases that pass on the stock kernel (${baseline##*/}) but not here"
+		printf '#   %s\n' "${lost[@]}"
+	fi
+fi
 echo "1..$n"
 [ $n -gt 0 ] && [ $fail = 0 ]
