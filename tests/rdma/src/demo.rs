@@ -29,7 +29,8 @@ pub fn run_demo(cfg: &Config) -> Result<(), String> {
     let pages = vram::pages(len);
     let alias = vram::odp_p2p_alias_param().unwrap_or_else(|| "?".into());
     println!(
-        "{len} bytes ({pages} pages), {} at MTU {mtu}, ib_core.odp_p2p_alias={alias}",
+        "{len} bytes ({pages} pages), {} at MTU {mtu}, ib_core.odp_p2p_alias={alias} \
+         (rvram counts folios: a 2 MiB folio is one migration or alias grant)",
         cfg.device
     );
 
@@ -45,6 +46,7 @@ pub fn run_demo(cfg: &Config) -> Result<(), String> {
     );
 
     pattern::fill(local.as_mut_slice(), 0, SEED);
+    let before = gpu.stats()?;
     let dev = Device::open(cfg).map_err(|e| format!("open {}: {e}", cfg.device))?;
     let local = dev
         .register(local.as_mut_slice(), verbs::local_access())
@@ -53,7 +55,14 @@ pub fn run_demo(cfg: &Config) -> Result<(), String> {
         .register(target.as_mut_slice(), verbs::target_access(true))
         .map_err(|e| format!("register target: {e}"))?;
     let mut ep = dev.connect(mtu).map_err(|e| format!("connect: {e}"))?;
-    println!("2. registered with IBV_ACCESS_ON_DEMAND (nothing pinned, nothing migrated)");
+    // rxe faults the whole MR in when it is registered.
+    let delta = gpu.stats()?.since(&before);
+    let snap = gpu.snapshot(target.bytes())?;
+    println!(
+        "2. registered with IBV_ACCESS_ON_DEMAND (rxe maps it at once): \
+         {}/{pages} pages still in VRAM; rvram: {delta}",
+        vram::resident(&snap)
+    );
 
     let before = gpu.stats()?;
     let t = Instant::now();
