@@ -499,6 +499,10 @@ impl DmirrorFile {
                 pm.owner(),
                 Select::DEVICE_PRIVATE | Select::COMPOUND,
             )?;
+            // Pages per entry given a destination: cpages counts pages,
+            // the statistics count folios.
+            let mut nr = KVec::with_capacity(mig.len(), GFP_KERNEL)?;
+            nr.resize(mig.len(), 0u64, GFP_KERNEL)?;
             for i in 0..mig.len() {
                 let (index, order) = match mig.source(i) {
                     Source::Device { folio, .. } => (folio.index(), folio.order()),
@@ -519,13 +523,18 @@ impl DmirrorFile {
                 for p in 0..new.nr_pages() {
                     new.with_page_mut(p, |b| pm.data().read_page(index + p, b))??;
                 }
+                nr[i] = new.nr_pages() as u64;
                 mig.set_system(i, new)?;
             }
             let moved = mig.migrate();
             let n = moved.count() as u64;
+            let pages: u64 = (0..nr.len())
+                .filter(|&i| moved.succeeded(i))
+                .map(|i| nr[i])
+                .sum();
             drop(moved);
             pm.data().stats.to_sys.fetch_add(n, Relaxed);
-            total += n;
+            total += pages;
             addr = next;
         }
         if oom {
