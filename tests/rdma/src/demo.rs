@@ -9,12 +9,10 @@
 
 use std::time::Instant;
 
-use sideway::ibverbs::completion::WorkCompletionOperationType;
-
 use crate::config::Config;
 use crate::mmap::Mmap;
 use crate::pattern;
-use crate::verbs::{self, Device, Expected, Queue, SendOp, Side};
+use crate::verbs::{self, Device, SendOp, Side};
 use crate::vram::{self, Vram};
 
 const SEED: u32 = 0xdec0_de00;
@@ -67,20 +65,8 @@ pub fn run_demo(cfg: &Config) -> Result<(), String> {
     let before = gpu.stats()?;
     let t = Instant::now();
     let op = SendOp::Write(target.remote(0, len).map_err(|e| e.to_string())?);
-    ep.post_send(
-        Side::A,
-        1,
-        op,
-        local.sge(0, len).map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| e.to_string())?;
-    let expected = Expected {
-        op: "RDMA WRITE",
-        wr_id: 1,
-        opcode: WorkCompletionOperationType::Write,
-        byte_len: None,
-    };
-    ep.wait(Side::A, Queue::Send, &expected, cfg.timeout)
+    let sge = local.sge(0, len).map_err(|e| e.to_string())?;
+    ep.post_and_wait(Side::A, 1, op, sge, cfg.timeout)
         .map_err(|e| e.to_string())?;
     let took = t.elapsed();
     let delta = gpu.stats()?.since(&before);
@@ -96,20 +82,8 @@ pub fn run_demo(cfg: &Config) -> Result<(), String> {
     let mut local = local;
     local.bytes_mut().fill(0);
     let op = SendOp::Read(target.remote(0, len).map_err(|e| e.to_string())?);
-    ep.post_send(
-        Side::A,
-        2,
-        op,
-        local.sge(0, len).map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| e.to_string())?;
-    let expected = Expected {
-        op: "RDMA READ",
-        wr_id: 2,
-        opcode: WorkCompletionOperationType::Read,
-        byte_len: None,
-    };
-    ep.wait(Side::A, Queue::Send, &expected, cfg.timeout)
+    let sge = local.sge(0, len).map_err(|e| e.to_string())?;
+    ep.post_and_wait(Side::A, 2, op, sge, cfg.timeout)
         .map_err(|e| e.to_string())?;
     if let Some(why) = pattern::check(local.bytes(), 0, SEED).describe("RDMA READ back") {
         return Err(why);

@@ -15,13 +15,11 @@
 
 use std::time::Duration;
 
-use sideway::ibverbs::completion::WorkCompletionOperationType;
-
 use crate::config::{Config, PathMtu, PAGE_SIZE};
 use crate::mmap::Mmap;
 use crate::pattern;
 use crate::report::{CaseKind, TestResult};
-use crate::verbs::{self, wc_status_name, Device, Expected, OpError, Queue, Region, SendOp, Side};
+use crate::verbs::{self, wc_status_name, Device, OpError, Region, SendOp, Side};
 use crate::vram::{self, Vram};
 
 /// Pages of the target of each case.
@@ -90,14 +88,7 @@ fn read(
     timeout: Duration,
 ) -> Result<(), OpError> {
     let op = SendOp::Read(target.remote(offset, len)?);
-    ep.post_send(Side::A, 1, op, local.sge(0, len)?)?;
-    let expected = Expected {
-        op: "RDMA READ",
-        wr_id: 1,
-        opcode: WorkCompletionOperationType::Read,
-        byte_len: None,
-    };
-    ep.wait(Side::A, Queue::Send, &expected, timeout)
+    ep.post_and_wait(Side::A, 1, op, local.sge(0, len)?, timeout)
         .map(|_| ())
 }
 

@@ -732,6 +732,26 @@ impl Endpoints {
         })
     }
 
+    /// Posts one signaled `op` on `side`'s QP and waits up to `timeout`
+    /// for its successful send completion.
+    pub fn post_and_wait(
+        &mut self,
+        side: Side,
+        wr_id: u64,
+        op: SendOp,
+        sge: Sge<'_>,
+        timeout: Duration,
+    ) -> Result<Completion, OpError> {
+        self.post_send(side, wr_id, op, sge)?;
+        let expected = Expected {
+            op: op.name(),
+            wr_id,
+            opcode: op.completion_opcode(),
+            byte_len: None,
+        };
+        self.wait(side, Queue::Send, &expected, timeout)
+    }
+
     /// Posts one receive work request on `side`'s QP, into `sge` or, for
     /// RDMA WRITE with immediate, without a buffer.
     pub fn post_recv(
