@@ -20,6 +20,15 @@ modprobe rdma_rxe || exit 1
 [ -e /sys/class/infiniband/rxe0 ] || rdma link add rxe0 type rxe netdev lo || exit 1
 # Generous completion timeout: TCG moves about 1 MB/s (a hang guard only).
 args=(--device rxe0 --gid-index 1 --mtu 1024 --mtu 4096 --timeout 60)
+# Soft-RoCE's protocol counters, for the log: retransmissions and
+# duplicate requests show a responder slower than the QP's ACK timeout.
+rxe_counters() {
+	local f
+	for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do
+		printf '%s=%s ' "${f##*/}" "$(cat "$f")"
+	done >&2
+	echo >&2
+}
 rc=0
 case $mode in
 ram)
@@ -46,4 +55,6 @@ alias | migrate)
 	exit 2
 	;;
 esac
+echo "rxe0 counters after $mode:" >&2
+rxe_counters
 exit $rc

@@ -269,7 +269,15 @@ impl Device {
         let mut attr = QueuePairAttribute::new();
         attr.setup_state(QueuePairState::ReadyToSend)
             .setup_sq_psn(psn)
-            .setup_timeout(14)
+            // Local ACK timeout 4.096 us * 2^20 = 4.3 s. rxe retransmits a
+            // request the responder has not answered in time, and the
+            // responder executes a duplicate READ again, after the
+            // requester may have moved on. With the 67 ms of timeout 14, a
+            // debug kernel under TCG migrating the pages of a READ back
+            // from VRAM was that slow dozens of times per run, and a late
+            // duplicate READ then migrated the pages the next case had
+            // just moved into VRAM back out of it.
+            .setup_timeout(RC_ACK_TIMEOUT)
             .setup_retry_cnt(7)
             .setup_rnr_retry(7)
             .setup_max_read_atomic(self.max_rd_atomic);
@@ -277,6 +285,9 @@ impl Device {
             .context(&format!("modify QP {:#x} to RTS", qp.qp_number()))
     }
 }
+
+/// The RC local ACK timeout exponent QPs move to RTS with (4.3 s).
+pub const RC_ACK_TIMEOUT: u8 = 20;
 
 /// The errno of the first `io::Error` in `err`'s source chain.
 fn os_error(err: &(dyn std::error::Error + 'static)) -> Option<i32> {
