@@ -53,7 +53,7 @@ dual)
 alias)
 	# Two GPUs under the switch and one far GPU (tools/vm.sh --far-gpus 1).
 	expect kunit:rvram_vram rvram-alias rdma-odp-ram rdma-odp-alias rdma-odp-migrate
-	expect pyverbs-odp
+	expect pyverbs-odp rdma-unbind
 	run_suite rvram-alias "$T/rvram-alias.sh"
 	# rdma-core's own ODP tests on rxe, with the series applied.
 	run_suite pyverbs-odp "$T/pyverbs-odp.sh"
@@ -62,6 +62,8 @@ alias)
 	run_suite rdma-odp-ram "$T/rdma-odp.sh" ram
 	run_suite rdma-odp-alias "$T/rdma-odp.sh" alias
 	run_suite rdma-odp-migrate "$T/rdma-odp.sh" migrate
+	# The GPU unbinds under RDMA traffic through its aliases.
+	run_suite rdma-unbind "$T/rdma-unbind.sh"
 	;;
 rdma)
 	# The ODP suites alone (also part of the alias plan), for development.

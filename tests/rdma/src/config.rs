@@ -160,6 +160,9 @@ pub struct Config {
     pub bench: Option<Bench>,
     /// `--demo`: run the demo ([`crate::demo`]) instead of the suite.
     pub demo: bool,
+    /// `--unbind PCI_ADDR`: instead of the suite, unbind the GPU at this
+    /// address during RDMA traffic ([`crate::unbind`]).
+    pub unbind: Option<String>,
 }
 
 impl Default for Config {
@@ -177,6 +180,7 @@ impl Default for Config {
             vram: None,
             bench: None,
             demo: false,
+            unbind: None,
         }
     }
 }
@@ -233,6 +237,10 @@ options:
   --demo             with --vram: instead of the suite, tell the story in
                      prose: a buffer moved into VRAM, written by the NIC
                      through an ODP MR, where its pages are afterwards
+  --unbind PCI_ADDR  with --vram: instead of the suite, unbind the GPU at
+                     PCI_ADDR (the one behind --vram) through sysfs while
+                     RDMA WRITEs and READs run against its VRAM, check every
+                     byte, then bind it again (at the first --mtu)
   -h, --help         this text
 ";
 
@@ -292,6 +300,13 @@ where
             }
             "--expect" => expect = Some(value()?.parse()?),
             "--demo" => cfg.demo = true,
+            "--unbind" => {
+                let addr = value()?;
+                if addr.is_empty() || addr.contains('/') {
+                    return Err(format!("--unbind: invalid PCI address {addr:?}"));
+                }
+                cfg.unbind = Some(addr);
+            }
             "--bench" => {
                 bench.get_or_insert(Bench {
                     only: false,
@@ -337,6 +352,7 @@ where
         }),
         (None, Some(_)) => return Err("--expect needs --vram".to_owned()),
         (None, None) if cfg.demo => return Err("--demo needs --vram".to_owned()),
+        (None, None) if cfg.unbind.is_some() => return Err("--unbind needs --vram".to_owned()),
         (None, None) => None,
     };
     if cfg.vram.is_some() {
@@ -406,6 +422,20 @@ mod tests {
         assert!(cfg.odp);
         assert!(cfg.cpu_check);
         assert_eq!(cfg.timeout, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn unbind_needs_vram_and_an_address() {
+        assert_eq!(run(&[]).unbind, None);
+        let cfg = run(&["--vram", "/dev/rvram0", "--unbind", "0000:03:00.0"]);
+        assert_eq!(cfg.unbind.as_deref(), Some("0000:03:00.0"));
+        assert_eq!(
+            parse_args(["--unbind", "0000:03:00.0"]).err().as_deref(),
+            Some("--unbind needs --vram")
+        );
+        assert!(parse_args(["--vram", "/dev/rvram0", "--unbind", "../x"]).is_err());
+        assert!(parse_args(["--vram", "/dev/rvram0", "--unbind", ""]).is_err());
+        assert!(parse_args(["--vram", "/dev/rvram0", "--unbind"]).is_err());
     }
 
     #[test]

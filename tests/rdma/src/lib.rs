@@ -18,8 +18,9 @@
 //! extra result per case checks, from rvram's counters and a snapshot of
 //! the target, whether rxe reached the pages through their P2P alias or
 //! migrated them back to RAM. [`invalidate`] remaps and unmaps parts of a
-//! registered target. [`bench`] measures first-touch latency and bandwidth
-//! with the target in RAM and in VRAM.
+//! registered target; [`unbind`] unbinds the GPU during RDMA traffic.
+//! [`bench`] measures first-touch latency and bandwidth with the target in
+//! RAM and in VRAM.
 
 pub mod bench;
 pub mod cases;
@@ -32,6 +33,7 @@ pub mod pattern;
 pub mod report;
 pub mod suite;
 pub mod tap;
+pub mod unbind;
 pub mod verbs;
 pub mod vram;
 

@@ -62,7 +62,13 @@ fn main() -> ExitCode {
 
     let mut results = Vec::new();
     let suite = !cfg.bench.as_ref().is_some_and(|b| b.only);
-    if suite {
+    if let (Some(gpu), Some(vram)) = (&cfg.unbind, &cfg.vram) {
+        let mtu = cfg.mtus[0];
+        for r in rvram_rdma_test::unbind::run_unbind(&cfg, mtu, vram, gpu) {
+            tap.result(&r);
+            results.push(r);
+        }
+    } else if suite {
         match Mmap::anonymous(cfg.size) {
             Ok(mut target) => {
                 for &mtu in &cfg.mtus {

@@ -1,0 +1,393 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Unbinding the GPU while the NIC reads and writes its VRAM through an ODP
+//! MR.
+//!
+//! The target is moved into VRAM, registered with ODP and read once by the
+//! NIC (with `ib_core.odp_p2p_alias=1` rxe maps the VRAM pages through
+//! their P2P aliases at registration). Then a second thread unbinds the GPU
+//! through sysfs while this one keeps going in short rounds: an RDMA WRITE
+//! of one page with new data, then an RDMA READ of another page, checked
+//! against what the NIC wrote so far; after the unbind, a READ of the whole
+//! target is checked too.
+//!
+//! rvram evacuates VRAM to system RAM before its device goes away, and each
+//! page's migration invalidates the NIC's mapping of it first, so the NIC
+//! faults again and finds the page in RAM. Every operation must therefore
+//! complete successfully with the right data: before, while and after the
+//! GPU goes away. No stale alias may be used: a READ through a revoked alias
+//! would return whatever the BAR holds after the unbind, not the data.
+//!
+//! Afterwards the CPU reads every byte, the still-open dmirror file reports
+//! `ENODEV`, and the GPU is bound again for whatever runs next.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::config::{Config, Expect, PathMtu, VramMode, PAGE_SIZE};
+use crate::mmap::Mmap;
+use crate::pattern::{self, Check};
+use crate::report::{CaseKind, TestResult};
+use crate::verbs::{self, Device, Endpoints, OpError, Region, SendOp, Side};
+use crate::vram::{self, Stats, Vram};
+
+/// Pages of the target.
+const PAGES: usize = 64;
+/// Rounds before the unbind starts, so that the NIC has aliases mapped.
+const ROUNDS_BEFORE: usize = 2;
+/// Rounds after the unbind finished: the NIC works on RAM pages.
+const ROUNDS_AFTER: usize = 4;
+/// Upper bound on rounds, should the unbind never finish.
+const MAX_ROUNDS: usize = 2000;
+/// The data before any WRITE.
+const SEED_INITIAL: u32 = 0x0b1d_0b1d;
+/// `ENODEV`, as the dmirror ioctls of an unbound GPU report it.
+const ENODEV: i32 = 19;
+/// The sysfs directory of rvram's PCI driver.
+const DRIVER: &str = "/sys/bus/pci/drivers/rvram";
+
+/// What the NIC last wrote into each page of the target.
+struct Model {
+    seeds: Vec<u32>,
+}
+
+impl Model {
+    fn new() -> Self {
+        Self {
+            seeds: vec![SEED_INITIAL; PAGES],
+        }
+    }
+
+    /// The seed for round `round`'s WRITE; never the initial one.
+    fn seed(round: usize) -> u32 {
+        0x5eed_0000 ^ (round as u32).wrapping_mul(0x9e37_79b9) ^ 1
+    }
+
+    /// Checks `bytes`, the whole target as read by the NIC or the CPU.
+    fn check(&self, bytes: &[u8]) -> Check {
+        let mut check = Check::default();
+        for (page, seed) in self.seeds.iter().enumerate() {
+            let at = page * PAGE_SIZE;
+            check.merge(pattern::check(&bytes[at..at + PAGE_SIZE], at, *seed));
+        }
+        check
+    }
+}
+
+/// Runs the case at `mtu` against the GPU `/dev/rvramN` at PCI address
+/// `gpu`; one TAP point per step.
+pub fn run_unbind(cfg: &Config, mtu: PathMtu, vram: &VramMode, gpu: &str) -> Vec<TestResult> {
+    let mut results = Vec::new();
+    let mut point = |name: &str, r: Result<Vec<String>, String>| {
+        let (passed, diagnostics) = match r {
+            Ok(notes) => (true, notes),
+            Err(why) => (false, vec![why]),
+        };
+        results.push(TestResult {
+            name: format!("mtu {mtu}: unbind: {name}"),
+            kind: CaseKind::Invalidation,
+            mtu: Some(mtu),
+            passed,
+            diagnostics,
+            words: None,
+            vram: None,
+        });
+        passed
+    };
+    let len = PAGES * PAGE_SIZE;
+    // The local buffer has one more page: the sink of single-page READs.
+    let maps = Mmap::anonymous(len)
+        .and_then(|t| Ok((t, Mmap::anonymous(len + PAGE_SIZE)?)))
+        .map_err(|e| format!("map target and local buffers: {e}"));
+    let (mut target, mut local) = match maps {
+        Ok(m) => m,
+        Err(why) => {
+            point("target in VRAM, registered, read by the NIC", Err(why));
+            return results;
+        }
+    };
+    let device = vram.device.as_path();
+    let setup = (mtu, device, vram.expect);
+    let (mut case, before) = match Case::new(cfg, setup, &mut target, &mut local) {
+        Ok(c) => c,
+        Err(why) => {
+            point("target in VRAM, registered, read by the NIC", Err(why));
+            return results;
+        }
+    };
+    if !point(
+        "target in VRAM, registered, read by the NIC",
+        case.first_read(before),
+    ) {
+        return results;
+    }
+    let traffic = case.rounds_across_unbind(gpu);
+    let unbound = traffic.as_ref().map_or(true, |t| t.unbound);
+    point(
+        "RDMA WRITE and READ rounds while the GPU unbinds: every one completes, every byte right",
+        traffic.map(|t| t.notes),
+    );
+    if unbound {
+        point(
+            "the open dmirror file reports ENODEV after the unbind",
+            case.enodev(),
+        );
+        point("the CPU reads every byte the NIC wrote", case.cpu_check());
+        drop(case);
+        point("bind the GPU again", bind(gpu, device));
+    }
+    results
+}
+
+/// What the traffic thread saw.
+struct Traffic {
+    /// Whether the GPU was unbound, so it must be bound again.
+    unbound: bool,
+    notes: Vec<String>,
+}
+
+struct Case<'a> {
+    cfg: &'a Config,
+    expect: Expect,
+    vram: Vram,
+    model: Model,
+    local: Region<'a>,
+    target: Region<'a>,
+    ep: Endpoints,
+    _dev: Device,
+}
+
+impl<'a> Case<'a> {
+    /// Moves the target into VRAM, registers it and connects; returns the
+    /// GPU's counters from before the registration too.
+    fn new(
+        cfg: &'a Config,
+        (mtu, device, expect): (PathMtu, &Path, Expect),
+        target: &'a mut Mmap,
+        local: &'a mut Mmap,
+    ) -> Result<(Self, Stats), String> {
+        let mut vram = Vram::open(device)?;
+        pattern::fill(target.as_mut_slice(), 0, SEED_INITIAL);
+        vram.migrate_to_dev(target.as_slice(), &mut |_, _| {})?;
+        let n = vram::resident(&vram.snapshot(target.as_slice())?);
+        if n != PAGES {
+            return Err(format!("{n} of {PAGES} pages in VRAM after MIGRATE_TO_DEV"));
+        }
+        let before = vram.stats()?;
+        let dev = Device::open(cfg).map_err(|e| format!("open device: {e}"))?;
+        let local = dev
+            .register(local.as_mut_slice(), verbs::local_access())
+            .map_err(|e| format!("register local: {e}"))?;
+        let target = dev
+            .register(target.as_mut_slice(), verbs::target_access(true))
+            .map_err(|e| format!("register target: {e}"))?;
+        let ep = dev.connect(mtu).map_err(|e| format!("connect: {e}"))?;
+        Ok((
+            Self {
+                cfg,
+                expect,
+                vram,
+                model: Model::new(),
+                local,
+                target,
+                ep,
+                _dev: dev,
+            },
+            before,
+        ))
+    }
+
+    /// READs the whole target into the start of the local buffer and
+    /// checks it.
+    fn read_all(&mut self, what: &str) -> Result<(), String> {
+        let len = PAGES * PAGE_SIZE;
+        self.local.bytes_mut()[..len].fill(0);
+        self.read(0, 0, len).map_err(|e| format!("{what}: {e}"))?;
+        match self.model.check(&self.local.bytes()[..len]).describe(what) {
+            Some(why) => Err(why),
+            None => Ok(()),
+        }
+    }
+
+    /// RDMA READs `len` bytes at `offset` of the target to `sink` of the
+    /// local buffer.
+    fn read(&mut self, offset: usize, sink: usize, len: usize) -> Result<(), OpError> {
+        let op = SendOp::Read(self.target.remote(offset, len)?);
+        let sge = self.local.sge(sink, len)?;
+        self.ep
+            .post_and_wait(Side::A, 1, op, sge, self.cfg.timeout)
+            .map(|_| ())
+    }
+
+    fn write_page(&mut self, round: usize) -> Result<(), OpError> {
+        let page = round % PAGES;
+        let seed = Model::seed(round);
+        let at = page * PAGE_SIZE;
+        // The source is the local MR's page, filled with the target
+        // position's pattern.
+        pattern::fill(&mut self.local.bytes_mut()[at..at + PAGE_SIZE], at, seed);
+        let op = SendOp::Write(self.target.remote(at, PAGE_SIZE)?);
+        let sge = self.local.sge(at, PAGE_SIZE)?;
+        self.ep
+            .post_and_wait(Side::A, 2, op, sge, self.cfg.timeout)?;
+        self.model.seeds[page] = seed;
+        Ok(())
+    }
+
+    /// One round: WRITE a page, READ another one back and check it. Short,
+    /// so that many rounds overlap the unbind.
+    fn round(&mut self, round: usize) -> Result<(), String> {
+        self.write_page(round)
+            .map_err(|e| format!("round {round}: WRITE: {e}"))?;
+        let page = (round * 7 + 3) % PAGES;
+        let at = page * PAGE_SIZE;
+        let sink = PAGES * PAGE_SIZE;
+        self.local.bytes_mut()[sink..].fill(0);
+        self.read(at, sink, PAGE_SIZE)
+            .map_err(|e| format!("round {round}: READ: {e}"))?;
+        let check = pattern::check(&self.local.bytes()[sink..], at, self.model.seeds[page]);
+        match check.describe(&format!("round {round}: READ of page {page}")) {
+            Some(why) => Err(why),
+            None => Ok(()),
+        }
+    }
+
+    /// Registration and the first READ: the NIC maps the VRAM pages as
+    /// expected (aliases, or migration with aliases disabled).
+    fn first_read(&mut self, before: Stats) -> Result<Vec<String>, String> {
+        self.read_all("first READ")?;
+        let delta = self.vram.stats()?.since(&before);
+        let n = vram::resident(&self.vram.snapshot(self.target.bytes())?);
+        let note = format!(
+            "registration and first READ: {delta}; {n} of {PAGES} pages in VRAM afterwards"
+        );
+        let ok = match self.expect {
+            Expect::Alias => delta.alias_grants > 0 && delta.migrated_to_ram == 0 && n == PAGES,
+            Expect::Migrate => delta.migrated_to_ram > 0 && delta.alias_grants == 0 && n == 0,
+        };
+        if ok {
+            Ok(vec![note])
+        } else {
+            Err(format!("{note}; want what --expect {} means", self.expect))
+        }
+    }
+
+    /// Rounds of traffic while another thread unbinds the GPU.
+    fn rounds_across_unbind(&mut self, gpu: &str) -> Result<Traffic, String> {
+        let started = AtomicBool::new(false);
+        let (done_tx, done_rx) = mpsc::channel();
+        std::thread::scope(|s| {
+            let unbinder = s.spawn(|| {
+                // Wait for the go from the traffic loop.
+                while !started.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                let t = Instant::now();
+                let r = sysfs_write(&Path::new(DRIVER).join("unbind"), gpu);
+                let _ = done_tx.send(());
+                (r, t.elapsed())
+            });
+            let mut rounds = 0;
+            let mut during = 0;
+            let mut after = 0;
+            let mut result = Ok(());
+            let mut finished = false;
+            while rounds < MAX_ROUNDS {
+                if rounds == ROUNDS_BEFORE {
+                    started.store(true, Ordering::Release);
+                }
+                if !finished && done_rx.try_recv().is_ok() {
+                    finished = true;
+                }
+                if let Err(why) = self.round(rounds) {
+                    result = Err(why);
+                    break;
+                }
+                rounds += 1;
+                if finished {
+                    after += 1;
+                    if after == ROUNDS_AFTER {
+                        break;
+                    }
+                } else if started.load(Ordering::Acquire) {
+                    during += 1;
+                }
+            }
+            // Never leave the unbinder waiting for its go.
+            started.store(true, Ordering::Release);
+            if result.is_ok() && finished {
+                result = self.read_all("READ of the whole target after the unbind");
+            }
+            let (unbind, took) = unbinder
+                .join()
+                .map_err(|_| "the unbind thread panicked".to_owned())?;
+            let unbound = unbind.is_ok();
+            let unbind = unbind.map_err(|e| format!("unbind {gpu}: {e}"));
+            let notes = match (result, unbind) {
+                (Ok(()), Ok(())) if finished => vec![format!(
+                    "{rounds} rounds: {ROUNDS_BEFORE} before, {during} while the unbind of {gpu} ran ({} ms), {after} after, then a READ of the whole target; every byte matched",
+                    took.as_millis(),
+                )],
+                (Ok(()), Ok(())) => {
+                    return Err(format!("the unbind of {gpu} did not finish in {MAX_ROUNDS} rounds"))
+                }
+                (Err(why), _) | (_, Err(why)) => return Err(why),
+            };
+            Ok(Traffic { unbound, notes })
+        })
+    }
+
+    fn enodev(&self) -> Result<Vec<String>, String> {
+        match self.vram.snapshot(self.target.bytes()) {
+            Ok(_) => Err("SNAPSHOT succeeded on the file of an unbound GPU".into()),
+            Err(e) if e.contains(&format!("os error {ENODEV}")) => {
+                Ok(vec![format!("SNAPSHOT: {e}")])
+            }
+            Err(e) => Err(format!("SNAPSHOT failed, but not with ENODEV: {e}")),
+        }
+    }
+
+    fn cpu_check(&self) -> Result<Vec<String>, String> {
+        match self
+            .model
+            .check(self.target.bytes())
+            .describe("CPU read of the target")
+        {
+            Some(why) => Err(why),
+            None => Ok(vec![format!(
+                "{PAGES} pages, every byte as the NIC left it"
+            )]),
+        }
+    }
+}
+
+fn sysfs_write(path: &Path, value: &str) -> Result<(), String> {
+    OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(value.as_bytes()))
+        .map_err(|e| format!("write {value} to {}: {e}", path.display()))
+}
+
+/// Binds `gpu` to rvram again and waits for `device` to come back.
+fn bind(gpu: &str, device: &Path) -> Result<Vec<String>, String> {
+    sysfs_write(&Path::new(DRIVER).join("bind"), gpu)?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !device.exists() {
+        if Instant::now() > deadline {
+            return Err(format!("{} did not come back", device.display()));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let driver: PathBuf = Path::new("/sys/bus/pci/devices").join(gpu).join("driver");
+    match std::fs::read_link(&driver) {
+        Ok(p) if p.ends_with("rvram") => {
+            Ok(vec![format!("{gpu} bound, {} back", device.display())])
+        }
+        Ok(p) => Err(format!("{gpu} is bound to {}", p.display())),
+        Err(e) => Err(format!("{}: {e}", driver.display())),
+    }
+}

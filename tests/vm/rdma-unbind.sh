@@ -1,0 +1,26 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Unbind rvram0's GPU while RDMA WRITEs and READs run against its VRAM
+# through an ODP MR on Soft-RoCE, with P2P aliases (tests/rdma/src/unbind.rs):
+# every operation completes with the right data, then the GPU is bound again.
+set -u
+bin=$RVRAM_TOP/target/release/rvram-rdma-test
+param=/sys/module/ib_core/parameters/odp_p2p_alias
+
+ip link set lo up
+modprobe rdma_rxe || exit 1
+[ -e /sys/class/infiniband/rxe0 ] || rdma link add rxe0 type rxe netdev lo || exit 1
+insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" || exit 1
+echo 1 > "$param" || exit 1
+# rvram logs "PCI_ADDR: rvramN: ..." when it binds a GPU; the last is current.
+gpu=$(dmesg | sed -n 's/.* \([0-9a-f]\{4\}:[0-9a-f:.]*\): rvram0: .* MiB of VRAM.*/\1/p' | tail -1)
+if [ -z "$gpu" ]; then
+	echo "rdma-unbind.sh: no rvram0 in the kernel log" >&2
+	exit 1
+fi
+rc=0
+"$bin" --device rxe0 --gid-index 1 --mtu 1024 --timeout 60 \
+	--vram /dev/rvram0 --unbind "$gpu" || rc=$?
+dmesg | grep "rvram0: removed" >&2
+rmmod rvram || rc=1
+exit $rc
