@@ -111,34 +111,32 @@ impl VramPages {
 
     /// Copies VRAM page `index` into `dst` (one page).
     fn read_page(&self, index: usize, dst: &mut [u8]) -> Result {
-        let base = Self::offset(index)?;
-        let bar = self.vram.try_access().ok_or(ENODEV)?;
-        for (i, chunk) in dst.chunks_exact_mut(8).enumerate() {
-            chunk.copy_from_slice(&bar.try_read64(base + i * 8)?.to_le_bytes());
+        if dst.len() != PAGE_SIZE {
+            return Err(EINVAL);
         }
+        let bar = self.vram.try_access().ok_or(ENODEV)?;
+        (&*bar)
+            .try_bytes(Self::offset(index)?, PAGE_SIZE)?
+            .copy_to_slice(dst);
         Ok(())
     }
 
     /// Copies `src` (one page) into VRAM page `index`.
     fn write_page(&self, index: usize, src: &[u8]) -> Result {
-        let base = Self::offset(index)?;
-        let bar = self.vram.try_access().ok_or(ENODEV)?;
-        for (i, chunk) in src.chunks_exact(8).enumerate() {
-            let mut v = [0u8; 8];
-            v.copy_from_slice(chunk);
-            bar.try_write64(u64::from_le_bytes(v), base + i * 8)?;
+        if src.len() != PAGE_SIZE {
+            return Err(EINVAL);
         }
+        let bar = self.vram.try_access().ok_or(ENODEV)?;
+        (&*bar)
+            .try_bytes(Self::offset(index)?, PAGE_SIZE)?
+            .copy_from_slice(src);
         Ok(())
     }
 
     /// Zeroes VRAM page `index`.
     fn zero_page(&self, index: usize) -> Result {
-        let base = Self::offset(index)?;
-        let bar = self.vram.try_access().ok_or(ENODEV)?;
-        for i in 0..PAGE_SIZE / 8 {
-            bar.try_write64(0, base + i * 8)?;
-        }
-        Ok(())
+        static ZERO: [u8; PAGE_SIZE] = [0; PAGE_SIZE];
+        self.write_page(index, &ZERO)
     }
 }
 
