@@ -18,7 +18,7 @@ use std::time::Duration;
 use crate::config::{Config, PathMtu, PAGE_SIZE};
 use crate::mmap::Mmap;
 use crate::pattern;
-use crate::report::{CaseKind, TestResult};
+use crate::report::TestResult;
 use crate::verbs::{self, wc_status_name, Device, OpError, Region, SendOp, Side};
 use crate::vram::{self, Vram};
 
@@ -43,12 +43,12 @@ pub fn run_invalidation(cfg: &Config, mtu: PathMtu) -> Vec<TestResult> {
         }
     };
     vec![
-        outcome(
+        TestResult::invalidation(
             format!("mtu {mtu}: remap part of a registered ODP target, READ sees the new data"),
             mtu,
             remap(cfg, mtu, vram.as_mut()),
         ),
-        outcome(
+        TestResult::invalidation(
             format!(
                 "mtu {mtu}: munmap a page of a registered ODP target: READ of it fails cleanly"
             ),
@@ -56,22 +56,6 @@ pub fn run_invalidation(cfg: &Config, mtu: PathMtu) -> Vec<TestResult> {
             hole(cfg, mtu, vram.as_mut()),
         ),
     ]
-}
-
-fn outcome(name: String, mtu: PathMtu, r: Result<Vec<String>, String>) -> TestResult {
-    let (passed, diagnostics) = match r {
-        Ok(notes) => (true, notes),
-        Err(why) => (false, vec![why]),
-    };
-    TestResult {
-        name,
-        kind: CaseKind::Invalidation,
-        mtu: Some(mtu),
-        passed,
-        diagnostics,
-        words: None,
-        vram: None,
-    }
 }
 
 fn op_err(what: &str, e: OpError) -> String {

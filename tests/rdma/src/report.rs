@@ -69,6 +69,28 @@ pub struct TestResult {
 }
 
 impl TestResult {
+    /// The result of an invalidation or unbind step: passed with its notes
+    /// as diagnostics, or failed with the reason.
+    pub fn invalidation(
+        name: impl Into<String>,
+        mtu: PathMtu,
+        outcome: Result<Vec<String>, String>,
+    ) -> Self {
+        let (passed, diagnostics) = match outcome {
+            Ok(notes) => (true, notes),
+            Err(why) => (false, vec![why]),
+        };
+        Self {
+            name: name.into(),
+            kind: CaseKind::Invalidation,
+            mtu: Some(mtu),
+            passed,
+            diagnostics,
+            words: None,
+            vram: None,
+        }
+    }
+
     /// A failed setup step.
     pub fn setup_failure(
         name: impl Into<String>,

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use crate::config::{Config, Expect, PathMtu, VramMode, PAGE_SIZE};
 use crate::mmap::Mmap;
 use crate::pattern::{self, Check};
-use crate::report::{CaseKind, TestResult};
+use crate::report::TestResult;
 use crate::verbs::{self, Device, Endpoints, OpError, Region, SendOp, Side};
 use crate::vram::{self, Stats, Vram};
 
@@ -46,6 +46,8 @@ const MAX_ROUNDS: usize = 2000;
 const SEED_INITIAL: u32 = 0x0b1d_0b1d;
 /// `ENODEV`, as the dmirror ioctls of an unbound GPU report it.
 const ENODEV: i32 = 19;
+/// The name of the first TAP point, whose failure ends the case.
+const SETUP: &str = "target in VRAM, registered, read by the NIC";
 /// The sysfs directory of rvram's PCI driver.
 const DRIVER: &str = "/sys/bus/pci/drivers/rvram";
 
@@ -82,19 +84,9 @@ impl Model {
 pub fn run_unbind(cfg: &Config, mtu: PathMtu, vram: &VramMode, gpu: &str) -> Vec<TestResult> {
     let mut results = Vec::new();
     let mut point = |name: &str, r: Result<Vec<String>, String>| {
-        let (passed, diagnostics) = match r {
-            Ok(notes) => (true, notes),
-            Err(why) => (false, vec![why]),
-        };
-        results.push(TestResult {
-            name: format!("mtu {mtu}: unbind: {name}"),
-            kind: CaseKind::Invalidation,
-            mtu: Some(mtu),
-            passed,
-            diagnostics,
-            words: None,
-            vram: None,
-        });
+        let result = TestResult::invalidation(format!("mtu {mtu}: unbind: {name}"), mtu, r);
+        let passed = result.passed;
+        results.push(result);
         passed
     };
     let len = PAGES * PAGE_SIZE;
@@ -105,7 +97,7 @@ pub fn run_unbind(cfg: &Config, mtu: PathMtu, vram: &VramMode, gpu: &str) -> Vec
     let (mut target, mut local) = match maps {
         Ok(m) => m,
         Err(why) => {
-            point("target in VRAM, registered, read by the NIC", Err(why));
+            point(SETUP, Err(why));
             return results;
         }
     };
@@ -114,14 +106,11 @@ pub fn run_unbind(cfg: &Config, mtu: PathMtu, vram: &VramMode, gpu: &str) -> Vec
     let (mut case, before) = match Case::new(cfg, setup, &mut target, &mut local) {
         Ok(c) => c,
         Err(why) => {
-            point("target in VRAM, registered, read by the NIC", Err(why));
+            point(SETUP, Err(why));
             return results;
         }
     };
-    if !point(
-        "target in VRAM, registered, read by the NIC",
-        case.first_read(before),
-    ) {
+    if !point(SETUP, case.first_read(before)) {
         return results;
     }
     let traffic = case.rounds_across_unbind(gpu);
