@@ -76,11 +76,13 @@ run_plan() {
 	done < <(grep -v '^PASS' "results/$plan.report" | grep -v '^SUMMARY' | head -n 20)
 }
 export RVRAM_HMM_TESTS=$hmm_tests
-run_plan single --gpus 1 --vram 256
-run_plan dual --gpus 2 --vram 512,256
-# About 22 min under TCG on two cores: the timeout leaves room for a slower
-# machine and still keeps the three plans well inside CI's 90 minutes.
-run_plan alias --gpus 2 --far-gpus 1 --vram 256 --timeout 2100
+# Guest time under TCG on two cores varies up to twice between runs here
+# (the single plan took 330-612 s, the alias plan about 1300 s): the limits
+# leave room for that, and all three plans twice as slow as usual still
+# end inside CI's 90 minutes.
+run_plan single --gpus 1 --vram 256 --timeout 1200
+run_plan dual --gpus 2 --vram 512,256 --timeout 1200
+run_plan alias --gpus 2 --far-gpus 1 --vram 256 --timeout 2700
 # The RDMA benchmark of the alias plan (debug kernel; make bench has the
 # non-debug numbers), side by side: results/alias/bench-rdma.{md,svg}.
 "$rvram" bench-plot results/alias || true
