@@ -40,15 +40,19 @@ fi
 
 case $plan in
 single)
-	expect kunit:rvram_vram rvram-probe hmm-tests-test_hmm rvram-unbind
+	expect kunit:rvram_vram rvram-probe hmm-tests-test_hmm hmm-race-test_hmm rvram-unbind
 	run_suite rvram-probe "$T/rvram-probe.sh"
 	run_suite hmm-tests-test_hmm "$T/hmm-tests.sh" test_hmm
+	# dmirror commands racing migrations of the same range (60 s).
+	run_suite hmm-race-test_hmm "$T/hmm-race.sh" test_hmm 60
 	run_suite rvram-unbind "$T/rvram-unbind.sh"
 	;;
 dual)
-	expect kunit:rvram_vram rvram-probe-dual hmm-tests-rvram
+	expect kunit:rvram_vram rvram-probe-dual hmm-tests-rvram hmm-race-rvram
 	run_suite rvram-probe-dual "$T/rvram-probe.sh"
 	run_suite hmm-tests-rvram "$T/hmm-tests.sh" rvram
+	# The same race on rvram0, rvram1 reading the range through aliases.
+	run_suite hmm-race-rvram "$T/hmm-race.sh" rvram 60
 	;;
 alias)
 	# Two GPUs under the switch and one far GPU (tools/vm.sh --far-gpus 1).
@@ -97,6 +101,16 @@ hmm:*)
 	expect hmm-tests-$provider
 	RVRAM_HMM_ONLY=${spec#*:} run_suite hmm-tests-$provider \
 		"$T/hmm-tests.sh" "$provider"
+	;;
+race:*)
+	# The race test alone, for development (RVRAM_RACE_SEED replays):
+	#   tools/vm.sh --gpus 2 race:rvram:120 results/x
+	spec=${plan#race:}
+	provider=${spec%%:*}
+	seconds=60
+	[ "$spec" != "$provider" ] && seconds=${spec#*:}
+	expect hmm-race-$provider
+	run_suite hmm-race-$provider "$T/hmm-race.sh" "$provider" "$seconds"
 	;;
 suite:*)
 	# One suite, for development: tools/vm.sh suite:rvram-unbind results/x

@@ -32,6 +32,9 @@ const SPLAT_MARKERS: &[&str] = &[
     "UBSAN:",
     "Kernel panic",
     "RIP:",
+    // warn_alloc() of a vmalloc() a user could ask for (lib/test_hmm's
+    // bounce buffer before this series): a stack dump from user input.
+    "vmalloc error: size",
 ];
 
 /// How many splat lines the report prints.
@@ -820,6 +823,7 @@ Read of size 8 at addr ffff888003a4c010 by task hmm-tests/231
             "[   1.0] UBSAN: shift-out-of-bounds in drivers/gpu/rvram.c:10:5",
             "[   1.0] kmemleak: 2 new suspected memory leaks (see /sys/kernel/debug/kmemleak)",
             "[   1.0] BUG: sleeping function called from invalid context",
+            "[   1.0] hmm-race: vmalloc error: size 4503599627370496, exceeds total pages, mode:0xcc0(GFP_KERNEL)",
         ];
         let benign = [
             "[   1.0] kmemleak: Kernel memory leak detector initialized",

@@ -1,0 +1,70 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Concurrent dmirror commands against migrations, zaps and remaps of the
+# same range (src/hmm-race.c), on a dmirror provider:
+#
+#   hmm-race.sh test_hmm [SECONDS]   lib/test_hmm.ko, /dev/hmm_dmirror0
+#   hmm-race.sh rvram [SECONDS]      rvram.ko, /dev/rvram0; with a second
+#                                    GPU, /dev/rvram1 reads and writes the
+#                                    range through P2P aliases meanwhile
+#
+# A driver that uses a stale translation reads or writes freed pages:
+# KASAN reports it in the kernel log, which `rvram report` fails on.
+# RVRAM_RACE_SEED replays a run (the seed is printed). Prints TAP.
+set -u
+. "$(dirname "$0")/tap.sh"
+
+provider=$1
+seconds=${2:-60}
+seed=${RVRAM_RACE_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
+DBG=/sys/kernel/debug/rvram
+mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
+
+stat_of() { sed -n "s/^$2 //p" "$DBG/$1/stats"; }
+
+args=()
+case $provider in
+test_hmm)
+	insmod "$RVRAM_KOBJ/lib/test_hmm.ko" || exit 1
+	dev=/dev/hmm_dmirror0
+	;;
+rvram)
+	insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" || exit 1
+	dev=/dev/rvram0
+	[ -e /dev/rvram1 ] && args=(-p /dev/rvram1)
+	;;
+*)
+	echo "hmm-race.sh: unknown provider $provider" >&2
+	exit 2
+	;;
+esac
+
+if [ "$provider" = rvram ] && [ ${#args[@]} -gt 0 ]; then
+	alias_before=$(stat_of rvram1 alias_accesses)
+fi
+out=$("$RVRAM_GUEST_BIN/hmm-race" "${args[@]}" "$dev" "$seconds" "$seed")
+rc=$?
+# Re-number the program's test points into this script's TAP.
+while IFS= read -r line; do
+	case $line in
+	"ok "*) tap_check "${line#ok [0-9]* }" true ;;
+	"not ok "*) tap_check "${line#not ok [0-9]* }" false ;;
+	"#"*) echo "$line" ;;
+	esac
+done <<< "$out"
+tap_eq "hmm-race exited cleanly (seed $seed)" 0 "$rc"
+
+if [ "$provider" = rvram ]; then
+	# Every page the process had in VRAM went with it.
+	tap_eq "rvram0: no VRAM page stays resident after the process exits" 0 \
+		"$(stat_of rvram0 pages_resident)"
+	if [ ${#args[@]} -gt 0 ]; then
+		after=$(stat_of rvram1 alias_accesses)
+		echo "# rvram1 alias_accesses +$((after - alias_before))"
+		tap_check "rvram1 reached rvram0's VRAM through aliases during the race" \
+			test "$after" -gt "$alias_before"
+	fi
+	cat "$DBG"/rvram*/stats | sed 's/^/# /'
+fi
+rmmod "$provider" || tap_check "rmmod $provider" false
+tap_done
