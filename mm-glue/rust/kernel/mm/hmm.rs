@@ -21,9 +21,38 @@
 //! so the pfns it hands out cannot outlive the window in which they are
 //! valid.
 //!
-//! An invalidation with event `MMU_NOTIFY_MIGRATE` whose owner is the
-//! mirror's own device-private owner is skipped: the migration code of that
-//! driver updates its page table itself while the pages are locked.
+//! # Soundness
+//!
+//! `hmm_range_fault()` takes no reference on the pages it reports. A
+//! reported page stays allocated because the core invalidates every
+//! interval notifier over an address before the page mapped there can be
+//! freed or reused: on unmap and zap, on migration (`migrate_vma_setup()`,
+//! and `try_to_migrate()` when a device evicts its memory), on exclusive
+//! access and on mm teardown. Every invalidation of a [`Mirror`] takes the
+//! user lock and bumps the notifier's sequence, so:
+//!
+//! - a fault that raced with an invalidation sees `mmu_interval_read_retry()`
+//!   fail and starts again;
+//! - once [`Mirror::fault`] returns, any invalidation of the range waits for
+//!   the lock that [`Faulted`] holds, so the pages it reports cannot be freed
+//!   while its [`HmmPfn`]s, which borrow it, are alive.
+//!
+//! The callback has no exception: a migration by the mirror's own device
+//! (`MMU_NOTIFY_MIGRATE` with the mirror's owner) invalidates it too.
+//! `lib/test_hmm` skips those events because its migration code rewrites
+//! its device page table before `migrate_vma_finalize()` frees the source
+//! pages; a safe abstraction cannot make a driver keep that promise, and a
+//! driver that reads through the pfns of a fault (as rvram does) would read
+//! freed pages when another thread migrates the range. The cost is one lock
+//! round trip per mirror for each migration of a range it covers, and a
+//! retried fault when the two race. A device maps the pages it migrated
+//! into its memory by faulting them through its mirror: pages of the
+//! mirror's own owner are reported, not migrated back.
+//!
+//! Other page references the abstractions hand out are held by other
+//! means: an [`ExclusivePage`] keeps its folio locked and referenced, and the
+//! folios of a migration stay locked and referenced until it is finalized
+//! (see [`crate::mm::migrate`]).
 //!
 //! C headers: [`include/linux/hmm.h`](srctree/include/linux/hmm.h),
 //! [`include/linux/mmu_notifier.h`](srctree/include/linux/mmu_notifier.h)
@@ -146,8 +175,9 @@ impl<T: MirrorOps> Mirror<T> {
     ///
     /// `owner` is the device-private owner of the mirroring device, if it
     /// has device memory: its pages are reported by [`Mirror::fault`]
-    /// instead of being migrated back, and its own migrations do not
-    /// invalidate the mirror. Sleeps; must not be called with the mmap lock
+    /// instead of being migrated back. Every invalidation, including those
+    /// of the owner's own migrations, takes the mirror's lock (see the
+    /// module documentation). Sleeps; must not be called with the mmap lock
     /// held. Returns `EOVERFLOW` for an empty or wrapping range.
     ///
     /// # Examples
@@ -260,8 +290,14 @@ impl<T: MirrorOps> Mirror<T> {
             if unsafe { bindings::mmu_interval_read_retry(self.raw(), range.notifier_seq) } {
                 continue;
             }
-            drop(mm);
-            return Ok(Faulted { guard, req });
+            // INVARIANT: `guard` is declared before `_mm` and is dropped
+            // first: this may be the mm's last user, and its teardown
+            // invalidates the mirror, which takes the lock.
+            return Ok(Faulted {
+                guard,
+                req,
+                _mm: mm,
+            });
         }
     }
 
@@ -350,10 +386,9 @@ impl<T: MirrorOps> Mirror<T> {
         };
         // SAFETY: The core passes a valid range for the duration of the call.
         let range = NotifierRange(unsafe { &*range });
-        if range.event() == Event::Migrate && range.owner().is_some() && range.owner() == this.owner
-        {
-            return true;
-        }
+        // No event is skipped, not even a migration by the mirror's own
+        // owner: the pages a `Faulted` reports must not be freed while it
+        // holds the lock (see the module documentation).
         // SAFETY: `range` is valid.
         let blockable = unsafe { bindings::mmu_notifier_range_blockable(range.0) };
         let mut guard = if blockable {
@@ -551,9 +586,18 @@ impl RangeRequest {
 
 /// A successful [`Mirror::fault`]: the pfns, valid while the mirror's lock
 /// (held here) is.
+///
+/// # Invariants
+///
+/// `guard` locks the mirror whose fault produced the pfns of `req`, and no
+/// invalidation ran between `hmm_range_fault()` and taking it. `_mm` is a
+/// user reference on the mirrored mm, released after `guard` (fields drop
+/// in declaration order): dropping the last user tears the mm down, which
+/// invalidates the mirror and needs its lock.
 pub struct Faulted<'a, T: MirrorOps> {
     guard: MutexGuard<'a, T>,
     req: &'a RangeRequest,
+    _mm: ARef<MmWithUser>,
 }
 
 impl<'a, T: MirrorOps> Faulted<'a, T> {
@@ -859,6 +903,59 @@ mod tests {
         assert_eq!(leftover, 0);
         assert!(seen(&own));
         assert!(seen(&other));
+        Ok(())
+    }
+
+    /// A migration by the mirror's own owner invalidates it like any other
+    /// event: a fault taken before it must not be used after it.
+    #[test]
+    fn own_migrations_invalidate_the_mirror() -> Result {
+        let pm = KBox::pin_init(Pagemap::new(PMD, None, Backing::new(PMD)), GFP_KERNEL)?;
+        let n = 4;
+        let (addr, data) = user_pages(n, 0x3c)?;
+        let task = crate::current!();
+        let mm = task.mm().ok_or(EINVAL)?;
+        let own = KBox::pin_init(
+            Mirror::new(mm, addr, n * PAGE_SIZE, Some(pm.owner()), Table::default()),
+            GFP_KERNEL,
+        )?;
+        let mut req = RangeRequest::new(addr, n, false)?;
+        let system_before = {
+            let f = own.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
+            f.iter()
+                .filter(|(_, p)| p.with_system_page(|_| ()).is_some())
+                .count()
+        };
+        let seen = |m: &Mirror<Table>| {
+            m.lock()
+                .invalidated
+                .iter()
+                .filter(|r| r.start < addr + n * PAGE_SIZE && r.end > addr)
+                .count()
+        };
+        let before = seen(&own);
+        let moved = to_device(&pm, addr, n)?;
+        let after_to_device = seen(&own);
+        let device_after = {
+            let f = own.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
+            f.iter()
+                .filter(|(_, p)| p.device_folio::<Backing>().is_some())
+                .count()
+        };
+        // The CPU's access migrates the pages back, through the owner's
+        // `migrate_to_ram`: that invalidates the mirror too.
+        let back = read_user(addr, n * PAGE_SIZE)?;
+        let after_cpu = seen(&own);
+        let leftover = evict_all(&pm)?;
+
+        assert_eq!(system_before, n);
+        assert_eq!(before, 0);
+        assert_eq!(moved, n);
+        assert!(after_to_device > before);
+        assert_eq!(device_after, n);
+        assert!(after_cpu > after_to_device);
+        assert!(back[..] == data[..]);
+        assert_eq!(leftover, 0);
         Ok(())
     }
 

@@ -11,8 +11,7 @@
 //!    and hands that over with [`MigrateVma::set_device`] or
 //!    [`MigrateVma::set_system`];
 //! 3. [`MigrateVma::migrate`] moves the mappings over and returns
-//!    [`Migrated`], which tells which entries succeeded (update the device
-//!    page table here, while the pages are still locked);
+//!    [`Migrated`], which tells which entries succeeded;
 //! 4. dropping [`Migrated`] finalizes.
 //!
 //! Every step consumes the previous state, so finalizing twice does not
@@ -28,6 +27,12 @@
 //! Lifetimes: a flow over a VMA borrows the [`VmaRef`], which is only
 //! reachable under the mmap lock, so the lock is held from setup to
 //! finalize as `migrate_vma_setup()` requires.
+//!
+//! Device page tables: setup invalidates every interval notifier over the
+//! range, the migrating device's own [`crate::mm::hmm::Mirror`]s included,
+//! before any source page can be freed. A device that wants to access the
+//! pages it migrated maps them with [`crate::mm::hmm::Mirror::fault`]
+//! afterwards, which reports its own device-private pages in place.
 //!
 //! C header: [`include/linux/migrate.h`](srctree/include/linux/migrate.h)
 
@@ -583,8 +588,9 @@ impl<T: DevicePrivateOps> Drop for MigrateVma<'_, T> {
 
 /// A migration whose mappings have moved; dropping it finalizes.
 ///
-/// Update device page tables for the entries that [`Migrated::succeeded`]
-/// while this lives: the pages are still locked, so no CPU fault can race.
+/// The source and destination pages stay locked while this lives, so no CPU
+/// fault can race with the driver's bookkeeping of the entries that
+/// [`Migrated::succeeded`].
 ///
 /// # Invariants
 ///
