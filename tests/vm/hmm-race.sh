@@ -6,7 +6,9 @@
 #   hmm-race.sh test_hmm [SECONDS]   lib/test_hmm.ko, /dev/hmm_dmirror0
 #   hmm-race.sh rvram [SECONDS]      rvram.ko, /dev/rvram0; with a second
 #                                    GPU, /dev/rvram1 reads and writes the
-#                                    range through P2P aliases meanwhile
+#                                    range through P2P aliases meanwhile;
+#                                    then SECONDS/2 more, rvram0's GPU
+#                                    unbound a third of the way in
 #
 # A driver that uses a stale translation reads or writes freed pages:
 # KASAN reports it in the kernel log, which `rvram report` fails on.
@@ -65,6 +67,31 @@ if [ "$provider" = rvram ]; then
 			test "$after" -gt "$alias_before"
 	fi
 	cat "$DBG"/rvram*/stats | sed 's/^/# /'
+
+	# Again, and rvram0's GPU is unbound a third of the way in: its
+	# pages are evicted and its aliases revoked under the race; every
+	# command then fails with ENODEV and no data may be lost.
+	gpu=$(dmesg | sed -n 's/.* \([0-9a-f]\{4\}:[0-9a-f:.]*\): rvram0: .* MiB of VRAM.*/\1/p' | tail -1)
+	unbind_s=$(((seconds / 2) / 3 + 1))
+	(sleep "$unbind_s"; echo "$gpu" > /sys/bus/pci/drivers/rvram/unbind) &
+	unbinder=$!
+	out=$("$RVRAM_GUEST_BIN/hmm-race" "${args[@]}" "$dev" $((seconds / 2)) $((seed + 1)))
+	rc=$?
+	wait $unbinder
+	urc=$?
+	while IFS= read -r line; do
+		case $line in
+		"ok "*) tap_check "unbind: ${line#ok [0-9]* }" true ;;
+		"not ok "*) tap_check "unbind: ${line#not ok [0-9]* }" false ;;
+		"#"*) echo "$line" ;;
+		esac
+	done <<< "$out"
+	tap_eq "unbind: hmm-race exited cleanly (seed $((seed + 1)))" 0 "$rc"
+	tap_eq "unbind: $gpu unbound after ${unbind_s} s" 0 "$urc"
+	tap_check "unbind: the data thread saw the device go away" \
+		grep -q "the device went away" <<< "$out"
+	echo "$gpu" > /sys/bus/pci/drivers/rvram/bind
+	tap_check "unbind: $gpu bound again" test -e /dev/rvram0
 fi
 rmmod "$provider" || tap_check "rmmod $provider" false
 tap_done

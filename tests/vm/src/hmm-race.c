@@ -23,7 +23,9 @@
  *  - one data thread owns a private buffer (and its own file, so that the
  *    others' FLAGS do not reach it): it writes a pattern with the CPU,
  *    migrates it to the device, writes a new pattern with the device,
- *    migrates it back, and checks every byte after each step;
+ *    migrates it back, and checks every byte after each step (if the
+ *    device is unbound meanwhile, every page must hold the data from
+ *    before or after the command that ENODEV cut short);
  *  - with -p, a peer thread reads and writes the race region through a
  *    second device (rvram's /dev/rvramN) that asks for P2P aliases
  *    (rvram's FLAGS bit 16): pages in DEVICE's memory are accessed through
@@ -109,6 +111,7 @@ static atomic_int stop;
 static atomic_ulong calls[NCMDS], ok_calls[NCMDS], hostile_calls, bad_errno;
 static atomic_ulong chaos_ops, data_rounds, data_bytes, data_bad, data_errs;
 static atomic_ulong peer_calls, peer_ok;
+static atomic_int device_gone;
 static atomic_int first_bad_errno, first_bad_cmd;
 
 static uint64_t next(uint64_t *s)
@@ -328,7 +331,10 @@ static size_t differ(const char *a, const char *b, size_t len)
 	return bad;
 }
 
-/* One data-thread step: a failed ioctl is only an error for `must`. */
+/*
+ * One data-thread step: 0, or -errno. A failure is only an error for
+ * `must`, and never once the device is gone (ENODEV: unbound).
+ */
 static int data_ioctl(int fd, unsigned long nr, char *buf, void *ptr, int must)
 {
 	struct hmm_dmirror_cmd c = {
@@ -337,6 +343,10 @@ static int data_ioctl(int fd, unsigned long nr, char *buf, void *ptr, int must)
 
 	if (ioctl(fd, nr, &c) == 0)
 		return 0;
+	if (errno == ENODEV) {
+		atomic_store(&device_gone, 1);
+		return -ENODEV;
+	}
 	/*
 	 * A RELEASE by another thread may evict the buffer between the
 	 * migration and its read-back (ENOENT), and a busy page may make a
@@ -346,42 +356,66 @@ static int data_ioctl(int fd, unsigned long nr, char *buf, void *ptr, int must)
 		fprintf(stderr, "hmm-race: data ioctl %#lx: %s\n", nr, strerror(errno));
 		atomic_fetch_add(&data_errs, 1);
 	}
-	return -1;
+	return -errno;
+}
+
+/* Pages of `buf` that hold neither `a` nor `b` (a write cut short). */
+static size_t pages_neither(const char *buf, const char *a, const char *b, size_t len)
+{
+	size_t bad = 0;
+
+	for (size_t i = 0; i < len; i += PAGE)
+		bad += memcmp(buf + i, a + i, PAGE) && memcmp(buf + i, b + i, PAGE);
+	return bad * PAGE;
 }
 
 static void *data_thread(void *arg)
 {
 	size_t len = DATA_PAGES * PAGE;
 	char *buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	char *want = malloc(len), *got = malloc(len);
+	char *old = malloc(len), *want = malloc(len), *got = malloc(len);
 	int fd = open(dev, O_RDWR);
 	uint64_t gen = seed << 16;
 
 	(void)arg;
-	if (fd < 0 || buf == MAP_FAILED || !want || !got) {
+	if (fd < 0 || buf == MAP_FAILED || !old || !want || !got) {
 		perror("hmm-race: data thread");
 		atomic_fetch_add(&data_errs, 1);
 		return NULL;
 	}
 	while (!atomic_load(&stop)) {
 		size_t bad = 0;
+		int r;
 
+		fill(old, len, ++gen);
+		memcpy(buf, old, len);
+		r = data_ioctl(fd, HMM_DMIRROR_MIGRATE_TO_DEV, buf, got, 0);
+		if (r == 0)
+			bad += differ(got, old, len);
 		fill(want, len, ++gen);
-		memcpy(buf, want, len);
-		if (data_ioctl(fd, HMM_DMIRROR_MIGRATE_TO_DEV, buf, got, 0) == 0)
-			bad += differ(got, want, len);
-		fill(want, len, ++gen);
-		if (data_ioctl(fd, HMM_DMIRROR_WRITE, buf, want, 1) == 0) {
-			data_ioctl(fd, HMM_DMIRROR_MIGRATE_TO_SYS, buf, got, 0);
-			if (data_ioctl(fd, HMM_DMIRROR_READ, buf, got, 1) == 0)
+		if (r != -ENODEV)
+			r = data_ioctl(fd, HMM_DMIRROR_WRITE, buf, want, 1);
+		if (r == 0) {
+			r = data_ioctl(fd, HMM_DMIRROR_MIGRATE_TO_SYS, buf, got, 0);
+			if (r != -ENODEV && data_ioctl(fd, HMM_DMIRROR_READ, buf, got, 1) == 0)
 				bad += differ(got, want, len);
 			bad += differ(buf, want, len);
+		} else if (r == -ENODEV) {
+			/*
+			 * The device went away (unbind): it evicted the buffer
+			 * to system memory, each page with the data from before
+			 * the WRITE or from after it.
+			 */
+			bad += pages_neither(buf, old, want, len);
 		}
 		atomic_fetch_add(&data_bytes, 3 * len);
 		atomic_fetch_add(&data_bad, bad);
 		atomic_fetch_add(&data_rounds, 1);
+		if (atomic_load(&device_gone))
+			break;
 	}
 	close(fd);
+	free(old);
 	free(want);
 	free(got);
 	return NULL;
@@ -487,6 +521,8 @@ int main(int argc, char **argv)
 		       atomic_load(&peer_ok));
 		check(atomic_load(&peer_ok) > 0, "the peer device read and wrote the region");
 	}
+	if (atomic_load(&device_gone))
+		printf("# the device went away during the run (ENODEV)\n");
 	check(atomic_load(&data_rounds) > 0 && atomic_load(&data_errs) == 0,
 	      "the data thread's migrations, reads and writes succeeded");
 	check(atomic_load(&data_bad) == 0, "every byte of the data thread's buffer was right");
