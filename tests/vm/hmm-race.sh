@@ -12,7 +12,8 @@
 #
 # A driver that uses a stale translation reads or writes freed pages:
 # KASAN reports it in the kernel log, which `rvram report` fails on.
-# RVRAM_RACE_SEED replays a run (the seed is printed). Prints TAP.
+# RVRAM_RACE_SEED replays a run (the seed is printed); RVRAM_RACE_RELEASE=1
+# puts HMM_DMIRROR_RELEASE back into test_hmm's mix. Prints TAP.
 set -u
 . "$(dirname "$0")/tap.sh"
 
@@ -24,11 +25,36 @@ mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 
 stat_of() { sed -n "s/^$2 //p" "$DBG/$1/stats"; }
 
+# race SECONDS SEED ARGS...: runs hmm-race; a run that does not end 120 s
+# after its time is a hang: the kernel log gets the blocked tasks and every
+# CPU's backtrace (sysrq w, l), and the program is killed.
+race() {
+	local s=$1 sd=$2 pid t=0
+	shift 2
+	"$RVRAM_GUEST_BIN/hmm-race" "$@" "$s" "$sd" > "$RVRAM_RESULTS/hmm-race.out" &
+	pid=$!
+	while kill -0 "$pid" 2>/dev/null; do
+		if [ $t -gt $((s + 120)) ]; then
+			echo "# hmm-race hangs after $t s: sysrq w and l into the kernel log"
+			echo w > /proc/sysrq-trigger
+			echo l > /proc/sysrq-trigger
+			kill -9 "$pid"
+			break
+		fi
+		sleep 1
+		t=$((t + 1))
+	done
+	wait "$pid"
+}
+
 args=()
 case $provider in
 test_hmm)
 	insmod "$RVRAM_KOBJ/lib/test_hmm.ko" || exit 1
 	dev=/dev/hmm_dmirror0
+	# test_hmm's RELEASE tears its device memory down under running
+	# migrations (see src/hmm-race.c): not part of its mix by default.
+	[ -z "${RVRAM_RACE_RELEASE:-}" ] && args=(-R)
 	;;
 rvram)
 	insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" || exit 1
@@ -44,8 +70,9 @@ esac
 if [ "$provider" = rvram ] && [ ${#args[@]} -gt 0 ]; then
 	alias_before=$(stat_of rvram1 alias_accesses)
 fi
-out=$("$RVRAM_GUEST_BIN/hmm-race" "${args[@]}" "$dev" "$seconds" "$seed")
+race "$seconds" "$seed" "${args[@]}" "$dev"
 rc=$?
+out=$(cat "$RVRAM_RESULTS/hmm-race.out")
 # Re-number the program's test points into this script's TAP.
 while IFS= read -r line; do
 	case $line in
@@ -75,8 +102,9 @@ if [ "$provider" = rvram ]; then
 	unbind_s=$(((seconds / 2) / 3 + 1))
 	(sleep "$unbind_s"; echo "$gpu" > /sys/bus/pci/drivers/rvram/unbind) &
 	unbinder=$!
-	out=$("$RVRAM_GUEST_BIN/hmm-race" "${args[@]}" "$dev" $((seconds / 2)) $((seed + 1)))
+	race $((seconds / 2)) $((seed + 1)) "${args[@]}" "$dev"
 	rc=$?
+	out=$(cat "$RVRAM_RESULTS/hmm-race.out")
 	wait $unbinder
 	urc=$?
 	while IFS= read -r line; do

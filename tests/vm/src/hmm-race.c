@@ -4,7 +4,7 @@
  * of the same range, for any driver of the lib/test_hmm ioctl ABI
  * (test_hmm's /dev/hmm_dmirrorN, rvram's /dev/rvramN).
  *
- *   hmm-race [-p PEER] DEVICE [SECONDS [SEED]]
+ *   hmm-race [-R] [-p PEER] DEVICE [SECONDS [SEED]]
  *
  * One process, five threads, all on one 64-page anonymous region (the
  * "race region"), plus a read-only, a PROT_NONE and a shared memfd region:
@@ -30,6 +30,10 @@
  *    second device (rvram's /dev/rvramN) that asks for P2P aliases
  *    (rvram's FLAGS bit 16): pages in DEVICE's memory are accessed through
  *    their PCI P2PDMA alias while they migrate and are revoked under it.
+ *
+ * -R leaves RELEASE out of the mix: test_hmm's RELEASE tears down the
+ * device's memory (memunmap_pages()) while other threads migrate into it,
+ * which is a test hook, not a use a driver must survive.
  *
  * The device reads and writes pages while they are migrated and unmapped
  * under it: a driver that uses a stale translation reads or writes freed
@@ -105,6 +109,7 @@ static const int abi_errnos[] = {
 #define RVRAM_FLAG_ALIAS_DMA (1ULL << 16)
 
 static const char *dev, *peer;
+static int no_release;
 static uint64_t seed;
 static char *race, *ro, *none, *shared;
 static atomic_int stop;
@@ -144,7 +149,7 @@ static int pick_cmd(uint64_t *s)
 	for (i = 0; i < NCMDS; i++)
 		total += cmds[i].weight;
 	/* RELEASE evicts the whole device: rare, but part of the mix. */
-	if (below(s, 400) == 0)
+	if (below(s, 400) == 0 && !no_release)
 		return 8;
 	r = below(s, total);
 	for (i = 0; i < NCMDS; i++) {
@@ -448,14 +453,22 @@ int main(int argc, char **argv)
 	int seconds, fd, i, nth;
 	char *area;
 
-	if (argc > 2 && !strcmp(argv[1], "-p")) {
-		peer = argv[2];
-		argv += 2;
-		argc -= 2;
+	for (;;) {
+		if (argc > 1 && !strcmp(argv[1], "-R")) {
+			no_release = 1;
+			argv++;
+			argc--;
+		} else if (argc > 2 && !strcmp(argv[1], "-p")) {
+			peer = argv[2];
+			argv += 2;
+			argc -= 2;
+		} else {
+			break;
+		}
 	}
 	seconds = argc > 2 ? atoi(argv[2]) : 30;
 	if (argc < 2 || argc > 4 || seconds <= 0) {
-		fprintf(stderr, "usage: %s [-p PEER] DEVICE [SECONDS [SEED]]\n", argv[0]);
+		fprintf(stderr, "usage: %s [-R] [-p PEER] DEVICE [SECONDS [SEED]]\n", argv[0]);
 		return 2;
 	}
 	dev = argv[1];
@@ -464,8 +477,8 @@ int main(int argc, char **argv)
 		seed = 1;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("TAP version 13\n");
-	printf("# hmm-race %s%s %s %d %" PRIu64 "\n", peer ? "-p " : "", peer ? peer : "", dev,
-	       seconds, seed);
+	printf("# hmm-race %s%s%s %s %d %" PRIu64 "\n", no_release ? "-R " : "", peer ? "-p " : "",
+	       peer ? peer : "", dev, seconds, seed);
 
 	fd = open(dev, O_RDWR);
 	check(fd >= 0, "open the device");
