@@ -40,11 +40,12 @@ fi
 
 case $plan in
 single)
-	expect kunit:rvram_vram rvram-probe hmm-tests-test_hmm rvram-unbind
+	expect kunit:rvram_vram rvram-probe hmm-tests-test_hmm hmm-race-test_hmm rvram-unbind
 	run_suite rvram-probe "$T/rvram-probe.sh"
 	run_suite hmm-tests-test_hmm "$T/hmm-tests.sh" test_hmm
-	# hmm-race against test_hmm is not part of the plan yet: with the
-	# series' test_hmm fixes a run still hangs at times (race:test_hmm).
+	# dmirror commands racing migrations of the same range (60 s), on
+	# the reference driver with the series' fixes, RELEASE left out.
+	run_suite hmm-race-test_hmm "$T/hmm-race.sh" test_hmm 60
 	run_suite rvram-unbind "$T/rvram-unbind.sh"
 	;;
 dual)
