@@ -47,6 +47,19 @@ race() {
 	wait "$pid"
 }
 
+# relay PREFIX OUTPUT: the program's test points, re-numbered into this
+# script's TAP with PREFIX on their names; its comments as they are.
+relay() {
+	local line
+	while IFS= read -r line; do
+		case $line in
+		"ok "*) tap_check "$1${line#ok [0-9]* }" true ;;
+		"not ok "*) tap_check "$1${line#not ok [0-9]* }" false ;;
+		"#"*) echo "$line" ;;
+		esac
+	done <<< "$2"
+}
+
 args=()
 case $provider in
 test_hmm)
@@ -73,14 +86,7 @@ fi
 race "$seconds" "$seed" "${args[@]}" "$dev"
 rc=$?
 out=$(cat "$RVRAM_RESULTS/hmm-race.out")
-# Re-number the program's test points into this script's TAP.
-while IFS= read -r line; do
-	case $line in
-	"ok "*) tap_check "${line#ok [0-9]* }" true ;;
-	"not ok "*) tap_check "${line#not ok [0-9]* }" false ;;
-	"#"*) echo "$line" ;;
-	esac
-done <<< "$out"
+relay "" "$out"
 tap_eq "hmm-race exited cleanly (seed $seed)" 0 "$rc"
 
 if [ "$provider" = rvram ]; then
@@ -107,13 +113,7 @@ if [ "$provider" = rvram ]; then
 	out=$(cat "$RVRAM_RESULTS/hmm-race.out")
 	wait $unbinder
 	urc=$?
-	while IFS= read -r line; do
-		case $line in
-		"ok "*) tap_check "unbind: ${line#ok [0-9]* }" true ;;
-		"not ok "*) tap_check "unbind: ${line#not ok [0-9]* }" false ;;
-		"#"*) echo "$line" ;;
-		esac
-	done <<< "$out"
+	relay "unbind: " "$out"
 	tap_eq "unbind: hmm-race exited cleanly (seed $((seed + 1)))" 0 "$rc"
 	tap_eq "unbind: $gpu unbound after ${unbind_s} s" 0 "$urc"
 	tap_check "unbind: the data thread saw the device go away" \
