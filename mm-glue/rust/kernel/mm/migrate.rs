@@ -614,6 +614,21 @@ impl<T: DevicePrivateOps> Migrated<'_, T> {
             .count()
     }
 
+    /// The number of pages that moved: a compound entry that moved whole
+    /// counts all of its pages.
+    pub fn pages(&self) -> usize {
+        (0..self.pfns.src.len())
+            .filter(|&i| self.succeeded(i))
+            .map(|i| {
+                if self.pfns.dst[i] & PFN_COMPOUND != 0 {
+                    1 << MAX_FOLIO_ORDER
+                } else {
+                    1
+                }
+            })
+            .sum()
+    }
+
     /// The virtual address of entry `i`.
     pub fn address(&self, i: usize) -> usize {
         self.args.start + i * PAGE_SIZE
@@ -928,8 +943,12 @@ pub(crate) mod testing {
             drop(store);
             mig.set_device(i, f)?;
         }
-        let moved = mig.migrate().count();
-        Ok(moved)
+        let moved = mig.migrate();
+        // Order-0 destinations: as many pages as entries moved.
+        if moved.pages() != moved.count() {
+            return Err(EIO);
+        }
+        Ok(moved.pages())
     }
 
     /// Moves every page of `pm` back to system memory.
