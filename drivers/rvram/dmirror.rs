@@ -448,10 +448,9 @@ impl DmirrorFile {
                     }
                 }
                 let moved = mig.migrate();
-                let n = (0..next.saturating_sub(addr) / PAGE_SIZE)
-                    .filter(|&i| moved.succeeded(i))
-                    .count();
-                pm.data().stats.to_dev.fetch_add(n as u64, Relaxed);
+                let stats = &pm.data().stats;
+                stats.to_dev.fetch_add(moved.count() as u64, Relaxed);
+                stats.pages_to_vram.fetch_add(moved.pages() as u64, Relaxed);
                 drop(moved);
                 addr = next;
             }
@@ -499,10 +498,6 @@ impl DmirrorFile {
                 pm.owner(),
                 Select::DEVICE_PRIVATE | Select::COMPOUND,
             )?;
-            // Pages per entry given a destination: cpages counts pages,
-            // the statistics count folios.
-            let mut nr = KVec::with_capacity(mig.len(), GFP_KERNEL)?;
-            nr.resize(mig.len(), 0u64, GFP_KERNEL)?;
             for i in 0..mig.len() {
                 let (index, order) = match mig.source(i) {
                     Source::Device { folio, .. } => (folio.index(), folio.order()),
@@ -520,20 +515,16 @@ impl DmirrorFile {
                     }
                     continue;
                 };
-                for p in 0..new.nr_pages() {
-                    new.with_page_mut(p, |b| pm.data().read_page(index + p, b))??;
-                }
-                nr[i] = new.nr_pages() as u64;
+                pm.data().read_pages(index, &mut new)?;
                 mig.set_system(i, new)?;
             }
+            // cpages counts pages, migrated_to_ram folios.
             let moved = mig.migrate();
             let n = moved.count() as u64;
-            let pages: u64 = (0..nr.len())
-                .filter(|&i| moved.succeeded(i))
-                .map(|i| nr[i])
-                .sum();
+            let pages = moved.pages() as u64;
             drop(moved);
             pm.data().stats.to_sys.fetch_add(n, Relaxed);
+            pm.data().stats.pages_to_ram.fetch_add(pages, Relaxed);
             total += pages;
             addr = next;
         }

@@ -32,7 +32,7 @@ use kernel::{
         atomic::{Atomic, Relaxed},
         new_mutex, Arc, Mutex,
     },
-    time::{delay::fsleep, Delta},
+    time::{delay::fsleep, Delta, Instant, Monotonic},
     InPlaceModule, ThisModule,
 };
 
@@ -80,6 +80,13 @@ struct Stats {
     evicted: Atomic<u64>,
     alias_grants: Atomic<u64>,
     alias_access: Atomic<u64>,
+    /// Pages copied into VRAM by migration.
+    pages_to_vram: Atomic<u64>,
+    /// Pages copied out of VRAM into system memory: by CPU (or non-alias
+    /// device) faults, `HMM_DMIRROR_MIGRATE_TO_SYS` and eviction.
+    pages_to_ram: Atomic<u64>,
+    /// Time spent serving faults on VRAM pages by migration, in ns.
+    fault_ns: Atomic<u64>,
 }
 
 impl Stats {
@@ -92,6 +99,9 @@ impl Stats {
             evicted: Atomic::new(0),
             alias_grants: Atomic::new(0),
             alias_access: Atomic::new(0),
+            pages_to_vram: Atomic::new(0),
+            pages_to_ram: Atomic::new(0),
+            fault_ns: Atomic::new(0),
         }
     }
 }
@@ -115,10 +125,7 @@ impl VramPages {
             return Err(EINVAL);
         }
         let bar = self.vram.try_access().ok_or(ENODEV)?;
-        (&*bar)
-            .try_bytes(Self::offset(index)?, PAGE_SIZE)?
-            .copy_to_slice(dst);
-        Ok(())
+        copy_from_vram(&bar, Self::offset(index)?, dst)
     }
 
     /// Copies `src` (one page) into VRAM page `index`.
@@ -127,9 +134,16 @@ impl VramPages {
             return Err(EINVAL);
         }
         let bar = self.vram.try_access().ok_or(ENODEV)?;
-        (&*bar)
-            .try_bytes(Self::offset(index)?, PAGE_SIZE)?
-            .copy_from_slice(src);
+        copy_to_vram(&bar, Self::offset(index)?, src)
+    }
+
+    /// Copies the VRAM pages from `index` on into every page of `dst`.
+    fn read_pages(&self, index: usize, dst: &mut NewSystemFolio) -> Result {
+        let bar = self.vram.try_access().ok_or(ENODEV)?;
+        for p in 0..dst.nr_pages() {
+            let offset = Self::offset(index.checked_add(p).ok_or(EINVAL)?)?;
+            dst.with_page_mut(p, |b| copy_from_vram(&bar, offset, b))??;
+        }
         Ok(())
     }
 
@@ -156,7 +170,22 @@ impl DevicePrivateOps for VramPages {
         fault: &DeviceFault<'_, Self>,
     ) -> core::result::Result<(), FaultError> {
         let data = pm.data();
+        let start = Instant::<Monotonic>::now();
         data.stats.cpu_faults.fetch_add(1, Relaxed);
+        let r = Self::fault_to_ram(pm, fault);
+        let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(0);
+        data.stats.fault_ns.fetch_add(ns, Relaxed);
+        r
+    }
+}
+
+impl VramPages {
+    /// Migrates the folio of a faulting address to system memory.
+    fn fault_to_ram(
+        pm: &Pagemap<Self>,
+        fault: &DeviceFault<'_, Self>,
+    ) -> core::result::Result<(), FaultError> {
+        let data = pm.data();
         let mut mig = MigrateVma::for_fault(fault, pm.owner()).map_err(|_| FaultError::SigBus)?;
         for i in 0..mig.len() {
             let (index, order) = match mig.source(i) {
@@ -167,17 +196,29 @@ impl DevicePrivateOps for VramPages {
                 data.stats.alloc_fail.fetch_add(1, Relaxed);
                 FaultError::Oom
             })?;
-            for p in 0..new.nr_pages() {
-                new.with_page_mut(p, |b| data.read_page(index + p, b))
-                    .and_then(|r| r)
-                    .map_err(|_| FaultError::SigBus)?;
-            }
+            data.read_pages(index, &mut new)
+                .map_err(|_| FaultError::SigBus)?;
             mig.set_system(i, new).map_err(|_| FaultError::SigBus)?;
         }
         let moved = mig.migrate();
         data.stats.to_sys.fetch_add(moved.count() as u64, Relaxed);
+        data.stats
+            .pages_to_ram
+            .fetch_add(moved.pages() as u64, Relaxed);
         Ok(())
     }
+}
+
+/// Copies `dst.len()` bytes of VRAM at byte `offset` into `dst`.
+fn copy_from_vram(bar: &pci::Bar<'_>, offset: usize, dst: &mut [u8]) -> Result {
+    bar.try_bytes(offset, dst.len())?.copy_to_slice(dst);
+    Ok(())
+}
+
+/// Copies `src` into VRAM at byte `offset`.
+fn copy_to_vram(bar: &pci::Bar<'_>, offset: usize, src: &[u8]) -> Result {
+    bar.try_bytes(offset, src.len())?.copy_from_slice(src);
+    Ok(())
 }
 
 /// What outlives the binding while files are open: the pagemap.
@@ -212,13 +253,12 @@ impl Gpu {
                 };
                 let (index, order) = (folio.index(), folio.order());
                 let mut new = NewSystemFolio::alloc(order, GFP_KERNEL)?;
-                for p in 0..new.nr_pages() {
-                    new.with_page_mut(p, |b| pm.data().read_page(index + p, b))??;
-                }
+                pm.data().read_pages(index, &mut new)?;
                 ev.set_system(i, new)?;
             }
             let n = ev.finish();
             pm.data().stats.evicted.fetch_add(n as u64, Relaxed);
+            pm.data().stats.pages_to_ram.fetch_add(n as u64, Relaxed);
             total += n;
             if pm.nr_used() != 0 {
                 fsleep(Delta::from_millis(10));
@@ -277,7 +317,10 @@ fn show_stats(gpu: &Arc<Gpu>, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Re
     writeln!(f, "alloc_failures {}", s.alloc_fail.load(Relaxed))?;
     writeln!(f, "evicted {}", s.evicted.load(Relaxed))?;
     writeln!(f, "alias_grants {}", s.alias_grants.load(Relaxed))?;
-    writeln!(f, "alias_accesses {}", s.alias_access.load(Relaxed))
+    writeln!(f, "alias_accesses {}", s.alias_access.load(Relaxed))?;
+    writeln!(f, "pages_to_vram {}", s.pages_to_vram.load(Relaxed))?;
+    writeln!(f, "pages_to_ram {}", s.pages_to_ram.load(Relaxed))?;
+    writeln!(f, "fault_ns {}", s.fault_ns.load(Relaxed))
 }
 
 /// The device that names this GPU as an alias client.
