@@ -83,8 +83,8 @@ export RVRAM_HMM_TESTS=$hmm_tests
 run_plan single --gpus 1 --vram 256 --timeout 1200
 run_plan dual --gpus 2 --vram 512,256 --timeout 1200
 run_plan alias --gpus 2 --far-gpus 1 --vram 256 --timeout 2700
-# The RDMA benchmark of the alias plan (debug kernel; make bench has the
-# non-debug numbers), side by side: results/alias/bench-rdma.{md,svg}.
+# The alias benchmark's smallest cell in the alias plan (debug kernel; make
+# bench has the non-debug numbers, every size): results/alias/bench-alias.{md,svg}.
 "$rvram" bench-plot results/alias || true
 
 step "done"

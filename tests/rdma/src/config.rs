@@ -119,13 +119,79 @@ pub struct VramMode {
     pub expect: Expect,
 }
 
-/// The first-touch and bandwidth benchmark.
+/// How a benchmark target is backed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Pages {
+    /// 4 KiB pages (`MADV_NOHUGEPAGE`).
+    Small,
+    /// Transparent huge pages: PMD-aligned, `MADV_HUGEPAGE`, so that the
+    /// CPU's writes make 2 MiB folios and MIGRATE_TO_DEV 2 MiB device
+    /// folios.
+    Huge,
+}
+
+impl Pages {
+    /// Every kind, in report order.
+    pub const ALL: [Pages; 2] = [Pages::Small, Pages::Huge];
+
+    /// The name used on the command line and in metric names.
+    pub fn key(self) -> &'static str {
+        match self {
+            Pages::Small => "4k",
+            Pages::Huge => "thp",
+        }
+    }
+}
+
+impl fmt::Display for Pages {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.key())
+    }
+}
+
+impl FromStr for Pages {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Pages::ALL
+            .into_iter()
+            .find(|p| p.key() == s)
+            .ok_or_else(|| format!("invalid page kind {s:?}: expected 4k or thp"))
+    }
+}
+
+/// Largest benchmark target.
+pub const BENCH_MAX_SIZE: usize = 1 << 30;
+
+/// The benchmark of what P2P aliases save ([`crate::bench`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Bench {
     /// Skip the test suite, run only the benchmark.
     pub only: bool,
-    /// Also write the results as a markdown table here.
+    /// Also write the results as markdown tables here.
     pub out: Option<PathBuf>,
+    /// Target sizes, smallest first.
+    pub sizes: Vec<usize>,
+    /// Page kinds of the targets.
+    pub pages: Vec<Pages>,
+    /// Timed repetitions of each bandwidth transfer (0: no bandwidth part).
+    pub reps: usize,
+    /// A second GPU (`/dev/rvramN`) that reads the target in the first
+    /// GPU's VRAM, with and without aliases.
+    pub peer: Option<PathBuf>,
+}
+
+impl Default for Bench {
+    fn default() -> Self {
+        Self {
+            only: false,
+            out: None,
+            sizes: vec![4 << 20, 64 << 20],
+            pages: Pages::ALL.to_vec(),
+            reps: 8,
+            peer: None,
+        }
+    }
 }
 
 /// Everything a run needs to know.
@@ -188,8 +254,8 @@ impl Default for Config {
 /// What the command line asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
-    /// Run the suite.
-    Run(Config),
+    /// Run the suite (boxed: a [`Config`] is large next to [`Command::Help`]).
+    Run(Box<Config>),
     /// Print [`USAGE`] and exit.
     Help,
 }
@@ -226,17 +292,33 @@ options:
                              the case touched still in VRAM
                      migrate move them to RAM first: migrated_to_ram up,
                              alias_grants flat
-  --bench            after the suite, measure the first RDMA READ of each page
-                     of a fresh 4 MiB ODP target and steady-state 4 MiB RDMA
-                     WRITE/READ bandwidth, with the target in RAM and, with
-                     --vram, in VRAM (at the first --mtu; never asserted;
-                     `# bench NAME VALUE UNIT` lines)
+  --bench            with --vram, after the suite: what P2P aliases save, at
+                     MTU 4096, for each size x page kind, with the target in
+                     system RAM, in VRAM with aliases (odp_p2p_alias=1) and
+                     in VRAM with migration (odp_p2p_alias=0; the bench sets
+                     the parameter and restores it): the NIC's fault path
+                     alone (a synchronous ODP prefetch of the whole MR), the
+                     NIC-writes-then-GPU-uses pipeline, with --peer a second
+                     GPU reading the target, and RDMA bandwidth. TAP points
+                     assert counters and data, never times; values as
+                     `# bench NAME VALUE UNIT` lines
   --bench-only       --bench without the suite
-  --bench-out FILE   also write the bench results to FILE as a markdown table
+  --bench-out FILE   also write the bench results to FILE as markdown tables
                      (implies --bench)
-  --demo             with --vram: instead of the suite, tell the story in
-                     prose: a buffer moved into VRAM, written by the NIC
-                     through an ODP MR, where its pages are afterwards
+  --bench-sizes LIST target sizes, comma separated, K/M/G suffixes
+                     (default 4M,64M; implies --bench)
+  --bench-pages LIST page kinds: 4k, thp or 4k,thp (default; implies --bench)
+  --bench-reps N     timed repetitions per bandwidth transfer, 0 for none
+                     (default 8; implies --bench)
+  --peer /dev/rvramN with --bench: a second GPU reads the target in --vram's
+                     VRAM (HMM_DMIRROR_READ) with and without P2P aliases
+                     (smallest size)
+  --demo             with --vram: instead of the suite, tell the story: a
+                     buffer moved into VRAM, written by the NIC through an
+                     ODP MR, where its pages are afterwards, then what the
+                     alias saves against migration (odp_p2p_alias=0), in
+                     pages, bytes and the bench's fault-path and pipeline
+                     measurements
   --unbind PCI_ADDR  with --vram: instead of the suite, unbind the GPU at
                      PCI_ADDR (the one behind --vram) through sysfs while
                      RDMA WRITEs and READs run against its VRAM, check every
@@ -255,6 +337,7 @@ where
     let mut vram: Option<PathBuf> = None;
     let mut expect: Option<Expect> = None;
     let mut bench: Option<Bench> = None;
+    let mut peer: Option<PathBuf> = None;
     let mut args = args.into_iter().map(Into::into);
     while let Some(arg) = args.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -308,30 +391,38 @@ where
                 cfg.unbind = Some(addr);
             }
             "--bench" => {
-                bench.get_or_insert(Bench {
-                    only: false,
-                    out: None,
-                });
+                bench.get_or_insert_with(Bench::default);
             }
-            "--bench-only" => {
-                bench
-                    .get_or_insert(Bench {
-                        only: true,
-                        out: None,
-                    })
-                    .only = true;
-            }
+            "--bench-only" => bench.get_or_insert_with(Bench::default).only = true,
             "--bench-out" => {
                 let path = value()?;
                 if path.is_empty() {
                     return Err("--bench-out must not be empty".to_owned());
                 }
-                bench
-                    .get_or_insert(Bench {
-                        only: false,
-                        out: None,
-                    })
-                    .out = Some(PathBuf::from(path));
+                bench.get_or_insert_with(Bench::default).out = Some(PathBuf::from(path));
+            }
+            "--bench-sizes" => {
+                bench.get_or_insert_with(Bench::default).sizes = parse_sizes(&flag, &value()?)?;
+            }
+            "--bench-pages" => {
+                let mut pages = Vec::new();
+                for word in value()?.split(',') {
+                    let kind: Pages = word.trim().parse()?;
+                    if !pages.contains(&kind) {
+                        pages.push(kind);
+                    }
+                }
+                bench.get_or_insert_with(Bench::default).pages = pages;
+            }
+            "--bench-reps" => {
+                bench.get_or_insert_with(Bench::default).reps = parse_int(&flag, &value()?)?;
+            }
+            "--peer" => {
+                let path = value()?;
+                if path.is_empty() {
+                    return Err("--peer must not be empty".to_owned());
+                }
+                peer = Some(PathBuf::from(path));
             }
             _ => return Err(format!("unknown argument {flag:?}")),
         }
@@ -343,6 +434,11 @@ where
         {
             return Err(format!("{flag} takes no value"));
         }
+    }
+    match (&mut bench, peer) {
+        (Some(bench), peer) => bench.peer = peer,
+        (None, Some(_)) => return Err("--peer needs --bench".to_owned()),
+        (None, None) => {}
     }
     cfg.bench = bench;
     cfg.vram = match (vram, expect) {
@@ -367,6 +463,19 @@ where
             ));
         }
     }
+    if let Some(bench) = &cfg.bench {
+        let Some(vram) = &cfg.vram else {
+            return Err(
+                "--bench needs --vram /dev/rvramN: the target is measured in its VRAM".to_owned(),
+            );
+        };
+        if bench.peer.as_ref() == Some(&vram.device) {
+            return Err("--peer must be another GPU than --vram".to_owned());
+        }
+        if bench.pages.is_empty() || bench.sizes.is_empty() {
+            return Err("--bench-sizes and --bench-pages must not be empty".to_owned());
+        }
+    }
     if !mtus.is_empty() {
         cfg.mtus = mtus;
     }
@@ -376,7 +485,7 @@ where
     if cfg.device.is_empty() {
         return Err("--device must not be empty".to_owned());
     }
-    Ok(Command::Run(cfg))
+    Ok(Command::Run(Box::new(cfg)))
 }
 
 /// Parses a decimal integer option value.
@@ -384,6 +493,25 @@ fn parse_int<T: FromStr>(flag: &str, value: &str) -> Result<T, String> {
     value
         .parse()
         .map_err(|_| format!("{flag}: invalid number {value:?}"))
+}
+
+/// Parses a comma-separated list of benchmark target sizes: whole pages,
+/// at most [`BENCH_MAX_SIZE`]; returned smallest first, without repeats.
+fn parse_sizes(flag: &str, value: &str) -> Result<Vec<usize>, String> {
+    let mut sizes = Vec::new();
+    for word in value.split(',') {
+        let size = parse_size(flag, word.trim())?;
+        if size == 0 || !size.is_multiple_of(PAGE_SIZE) || size > BENCH_MAX_SIZE {
+            return Err(format!(
+                "{flag}: {word:?} is not a whole number of {PAGE_SIZE}-byte pages \
+                 between 4K and 1G"
+            ));
+        }
+        sizes.push(size);
+    }
+    sizes.sort_unstable();
+    sizes.dedup();
+    Ok(sizes)
 }
 
 /// Parses a byte count with an optional binary `K`, `M` or `G` suffix.
@@ -405,7 +533,7 @@ mod tests {
 
     fn run(args: &[&str]) -> Config {
         match parse_args(args.iter().copied()) {
-            Ok(Command::Run(cfg)) => cfg,
+            Ok(Command::Run(cfg)) => *cfg,
             other => panic!("{args:?}: {other:?}"),
         }
     }
@@ -513,37 +641,86 @@ mod tests {
 
     #[test]
     fn bench_options() {
-        let bench = |args: &[&str]| run(args).bench;
-        assert_eq!(
-            bench(&["--bench"]),
-            Some(Bench {
-                only: false,
-                out: None
-            })
-        );
+        let bench = |args: &[&str]| {
+            let mut args = args.to_vec();
+            args.extend(["--vram", "/dev/rvram0"]);
+            run(&args).bench
+        };
+        assert_eq!(bench(&[]), None);
+        let default = Bench::default();
+        assert_eq!(default.sizes, [4 << 20, 64 << 20]);
+        assert_eq!(default.pages, [Pages::Small, Pages::Huge]);
+        assert_eq!(default.reps, 8);
+        assert_eq!(bench(&["--bench"]), Some(Bench::default()));
         assert_eq!(
             bench(&["--bench-only"]),
             Some(Bench {
                 only: true,
-                out: None
+                ..Bench::default()
             })
         );
         assert_eq!(
             bench(&["--bench-out", "b.md"]),
             Some(Bench {
-                only: false,
-                out: Some("b.md".into())
+                out: Some("b.md".into()),
+                ..Bench::default()
             })
         );
         assert_eq!(
             bench(&["--bench-out=b.md", "--bench-only", "--bench"]),
             Some(Bench {
                 only: true,
-                out: Some("b.md".into())
+                out: Some("b.md".into()),
+                ..Bench::default()
             })
+        );
+        assert_eq!(
+            bench(&[
+                "--bench-sizes",
+                "64M,512K,4M,4M",
+                "--bench-pages=thp",
+                "--bench-reps",
+                "0",
+                "--peer",
+                "/dev/rvram1"
+            ]),
+            Some(Bench {
+                sizes: vec![512 << 10, 4 << 20, 64 << 20],
+                pages: vec![Pages::Huge],
+                reps: 0,
+                peer: Some("/dev/rvram1".into()),
+                ..Bench::default()
+            })
+        );
+        assert_eq!(
+            bench(&["--bench-pages", "thp,4k,thp"]).map(|b| b.pages),
+            Some(vec![Pages::Huge, Pages::Small])
         );
         let cfg = run(&["--bench", "--vram", "/dev/rvram0", "--expect", "migrate"]);
         assert!(cfg.bench.is_some() && cfg.vram.is_some());
+    }
+
+    #[test]
+    fn bench_needs_vram_and_a_distinct_peer() {
+        assert_eq!(
+            parse_args(["--bench"]).err().as_deref(),
+            Some("--bench needs --vram /dev/rvramN: the target is measured in its VRAM")
+        );
+        assert_eq!(
+            parse_args(["--vram", "/dev/rvram0", "--peer", "/dev/rvram1"])
+                .err()
+                .as_deref(),
+            Some("--peer needs --bench")
+        );
+        assert!(parse_args(["--bench", "--vram", "/dev/rvram0", "--peer", "/dev/rvram0"]).is_err());
+    }
+
+    #[test]
+    fn page_kinds() {
+        for p in Pages::ALL {
+            assert_eq!(p.to_string().parse::<Pages>(), Ok(p));
+        }
+        assert!("2m".parse::<Pages>().is_err());
     }
 
     #[test]
@@ -591,6 +768,14 @@ mod tests {
             &["--bench-only=yes"],
             &["--bench-out"],
             &["--bench-out="],
+            &["--vram", "/dev/rvram0", "--bench-sizes", "4097"],
+            &["--vram", "/dev/rvram0", "--bench-sizes", "0"],
+            &["--vram", "/dev/rvram0", "--bench-sizes", "2G"],
+            &["--vram", "/dev/rvram0", "--bench-sizes", "4M,"],
+            &["--vram", "/dev/rvram0", "--bench-pages", "2m"],
+            &["--vram", "/dev/rvram0", "--bench-pages", ""],
+            &["--vram", "/dev/rvram0", "--bench-reps", "-1"],
+            &["--vram", "/dev/rvram0", "--bench", "--peer="],
         ] {
             assert!(
                 parse_args(args.iter().copied()).is_err(),

@@ -19,9 +19,11 @@
 //! the target, whether rxe reached the pages through their P2P alias or
 //! migrated them back to RAM. [`invalidate`] remaps and unmaps parts of a
 //! registered target; [`unbind`] unbinds the GPU during RDMA traffic.
-//! [`bench`] measures first-touch latency and bandwidth with the target in
-//! RAM and in VRAM.
+//! [`bench`] counts what P2P aliases save against migration: the NIC's
+//! fault path alone (a synchronous ODP prefetch, [`advise`]), the
+//! NIC-then-GPU pipeline, a GPU peer, and bandwidth.
 
+pub mod advise;
 pub mod bench;
 pub mod cases;
 pub mod config;
@@ -37,7 +39,7 @@ pub mod unbind;
 pub mod verbs;
 pub mod vram;
 
-pub use config::{parse_args, Bench, Command, Config, Expect, PathMtu, VramMode};
+pub use config::{parse_args, Bench, Command, Config, Expect, Pages, PathMtu, VramMode};
 pub use error::Error;
 pub use invalidate::run_invalidation;
 pub use report::{exit_code, CaseKind, MtuSummary, TestResult, WriteReadWords};

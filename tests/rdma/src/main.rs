@@ -2,8 +2,8 @@
 //! `rvram-rdma-test`: RDMA WRITE/READ, SEND/RECV and atomics against an
 //! on-demand-paging MR over an anonymous mapping; TAP 13 on stdout. With
 //! `--vram`, the mapping is moved into an rvram GPU's VRAM before each
-//! case's RDMA operations; with `--bench`, first-touch latency and bandwidth
-//! are measured too.
+//! case's RDMA operations; with `--bench`, what P2P aliases save against
+//! migration is measured too (`rvram_rdma_test::bench`).
 //!
 //! Exit code: 0 if every case passed, 1 if a case failed, 2 on a usage or
 //! setup error. See `--help` for the options.
@@ -11,7 +11,7 @@
 use std::io;
 use std::process::ExitCode;
 
-use rvram_rdma_test::bench::run_bench;
+use rvram_rdma_test::bench::{run_bench, Emit};
 use rvram_rdma_test::mmap::Mmap;
 use rvram_rdma_test::tap::Tap;
 use rvram_rdma_test::{
@@ -20,7 +20,7 @@ use rvram_rdma_test::{
 
 fn main() -> ExitCode {
     let cfg = match parse_args(std::env::args().skip(1)) {
-        Ok(Command::Run(cfg)) => cfg,
+        Ok(Command::Run(cfg)) => *cfg,
         Ok(Command::Help) => {
             print!("{}", config::USAGE);
             return ExitCode::SUCCESS;
@@ -99,13 +99,10 @@ fn main() -> ExitCode {
     }
 
     if let Some(bench) = &cfg.bench {
-        let (report, bench_results) = run_bench(&cfg);
-        for line in report.lines() {
-            tap.comment(&line);
-        }
-        for result in &bench_results {
-            tap.result(result);
-        }
+        let (report, bench_results) = run_bench(&cfg, &mut |emit| match emit {
+            Emit::Result(r) => tap.result(r),
+            Emit::Comment(line) => tap.comment(line),
+        });
         results.extend(bench_results);
         if let Some(path) = &bench.out {
             if let Err(err) = std::fs::write(path, report.markdown()) {

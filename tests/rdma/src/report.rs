@@ -22,8 +22,10 @@ pub enum CaseKind {
     /// VRAM mode: what the RDMA operations of the case before did with the
     /// target pages in VRAM.
     Vram,
-    /// The benchmark of one target placement: fails only if it could not
-    /// be measured or read back wrong data.
+    /// One measurement of the benchmark ([`crate::bench`]): fails if it
+    /// could not be measured, read back wrong data, or rvram's counters
+    /// show pages moving where they must not (or not where they must);
+    /// never on a time.
     Bench,
     /// Invalidation and bad input: parts of a registered ODP target
     /// remapped or unmapped.

@@ -43,6 +43,15 @@ pub const fn iowr(ty: u8, nr: u8, size: usize) -> u32 {
     (IOC_READ_WRITE << 30) | ((size as u32) << 16) | ((ty as u32) << 8) | nr as u32
 }
 
+/// `HMM_DMIRROR_READ`: the device reads `[addr, addr + npages pages)`
+/// (faulting it into its page table) and copies it to `ptr`.
+pub const READ: u32 = iowr(b'H', 0x00, std::mem::size_of::<DmirrorCmd>());
+/// `HMM_DMIRROR_FLAGS`: sets the file's flags to `npages`.
+pub const FLAGS: u32 = iowr(b'H', 0x08, std::mem::size_of::<DmirrorCmd>());
+/// rvram's own `HMM_DMIRROR_FLAGS` bit: this GPU's READ and WRITE fault as
+/// a DMA alias client, so pages in another GPU's VRAM are accessed through
+/// their P2P alias when P2P is possible, instead of migrating.
+pub const FLAG_ALIAS_DMA: u64 = 1 << 16;
 /// `HMM_DMIRROR_MIGRATE_TO_DEV`: moves `[addr, addr + npages pages)` into
 /// VRAM and copies it, as the device reads it back, to `ptr`.
 pub const MIGRATE_TO_DEV: u32 = iowr(b'H', 0x02, std::mem::size_of::<DmirrorCmd>());
@@ -57,6 +66,9 @@ pub const SNAP_DEV_PRIVATE_LOCAL: u8 = 0x20;
 /// SNAPSHOT byte, high nibble: a device-private page of another GPU.
 pub const SNAP_DEV_PRIVATE_REMOTE: u8 = 0x30;
 
+/// SNAPSHOT byte flag: the page is mapped by a PMD (part of a 2 MiB folio).
+pub const SNAP_PMD: u8 = 0x04;
+
 /// Whether a SNAPSHOT byte says the page is in this GPU's VRAM.
 pub fn in_vram(snapshot_byte: u8) -> bool {
     snapshot_byte & 0xf0 == SNAP_DEV_PRIVATE_LOCAL
@@ -70,53 +82,84 @@ const MIGRATE_CHUNK_PAGES: usize = 512;
 const SNAPSHOT_CHUNK_PAGES: usize = 65536;
 
 /// rvram's counters of one GPU, from `/sys/kernel/debug/rvram/rvramN/stats`.
+///
+/// `migrated_to_*` count folios (a 2 MiB folio counts once), `pages_to_*`
+/// count the 4 KiB pages those folios hold.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Stats {
-    /// Pages moved from system RAM into VRAM.
+    /// Folios moved from system RAM into VRAM.
     pub migrated_to_vram: u64,
-    /// Pages moved from VRAM back to system RAM by CPU (or non-alias
+    /// Folios moved from VRAM back to system RAM by CPU (or non-alias
     /// device) faults.
     pub migrated_to_ram: u64,
+    /// Faults on VRAM pages served by migration to RAM (`migrate_to_ram`
+    /// calls: the CPU's, or a device's that is not using aliases).
+    pub cpu_faults: u64,
     /// P2P aliases handed out for pages in VRAM (one per page-table entry
-    /// HMM resolves).
+    /// HMM resolves: a page or a PMD).
     pub alias_grants: u64,
+    /// Pages this GPU read or wrote through another GPU's alias.
+    pub alias_accesses: u64,
     /// Pages of VRAM in use.
     pub pages_resident: u64,
+    /// Pages copied into VRAM by migration.
+    pub pages_to_vram: u64,
+    /// Pages copied out of VRAM into system RAM, by any path (faults,
+    /// `MIGRATE_TO_SYS`, eviction).
+    pub pages_to_ram: u64,
+    /// Nanoseconds spent in rvram's `migrate_to_ram`: the kernel's own
+    /// accounting of what faults by migration cost.
+    pub fault_ns: u64,
 }
+
+/// The stats file's line names, in [`Stats`] field order.
+const STATS_NAMES: [&str; 9] = [
+    "migrated_to_vram",
+    "migrated_to_ram",
+    "cpu_faults",
+    "alias_grants",
+    "alias_accesses",
+    "pages_resident",
+    "pages_to_vram",
+    "pages_to_ram",
+    "fault_ns",
+];
 
 impl Stats {
     /// Parses the `name value` lines of the stats file. Every field of
     /// [`Stats`] must be there; other lines are ignored.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let mut fields: [(&str, Option<u64>); 4] = [
-            ("migrated_to_vram", None),
-            ("migrated_to_ram", None),
-            ("alias_grants", None),
-            ("pages_resident", None),
-        ];
+        let mut fields: [Option<u64>; STATS_NAMES.len()] = [None; STATS_NAMES.len()];
         for line in text.lines() {
             let mut words = line.split_whitespace();
             let (Some(name), Some(value)) = (words.next(), words.next()) else {
                 continue;
             };
-            if let Some(field) = fields.iter_mut().find(|(n, _)| *n == name) {
-                field.1 = Some(
+            if let Some(i) = STATS_NAMES.iter().position(|n| *n == name) {
+                fields[i] = Some(
                     value
                         .parse()
                         .map_err(|_| format!("{name}: invalid value {value:?}"))?,
                 );
             }
         }
-        let mut values = [0; 4];
-        for (value, (name, parsed)) in values.iter_mut().zip(fields) {
-            *value = parsed.ok_or_else(|| format!("no {name} line"))?;
+        let mut values = [0; STATS_NAMES.len()];
+        for ((value, parsed), name) in values.iter_mut().zip(fields).zip(STATS_NAMES) {
+            *value = parsed
+                .ok_or_else(|| format!("no {name} line (an rvram module older than this test?)"))?;
         }
-        let [migrated_to_vram, migrated_to_ram, alias_grants, pages_resident] = values;
+        let [migrated_to_vram, migrated_to_ram, cpu_faults, alias_grants, alias_accesses, pages_resident, pages_to_vram, pages_to_ram, fault_ns] =
+            values;
         Ok(Self {
             migrated_to_vram,
             migrated_to_ram,
+            cpu_faults,
             alias_grants,
+            alias_accesses,
             pages_resident,
+            pages_to_vram,
+            pages_to_ram,
+            fault_ns,
         })
     }
 
@@ -126,8 +169,13 @@ impl Stats {
         StatsDelta {
             migrated_to_vram: d(self.migrated_to_vram, before.migrated_to_vram),
             migrated_to_ram: d(self.migrated_to_ram, before.migrated_to_ram),
+            cpu_faults: d(self.cpu_faults, before.cpu_faults),
             alias_grants: d(self.alias_grants, before.alias_grants),
+            alias_accesses: d(self.alias_accesses, before.alias_accesses),
             pages_resident: d(self.pages_resident, before.pages_resident),
+            pages_to_vram: d(self.pages_to_vram, before.pages_to_vram),
+            pages_to_ram: d(self.pages_to_ram, before.pages_to_ram),
+            fault_ns: d(self.fault_ns, before.fault_ns),
         }
     }
 }
@@ -135,22 +183,82 @@ impl Stats {
 /// How [`Stats`] changed over a window.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct StatsDelta {
-    /// Change of [`Stats::migrated_to_vram`].
+    /// Change of [`Stats::migrated_to_vram`] (folios).
     pub migrated_to_vram: i64,
-    /// Change of [`Stats::migrated_to_ram`].
+    /// Change of [`Stats::migrated_to_ram`] (folios).
     pub migrated_to_ram: i64,
+    /// Change of [`Stats::cpu_faults`].
+    pub cpu_faults: i64,
     /// Change of [`Stats::alias_grants`].
     pub alias_grants: i64,
+    /// Change of [`Stats::alias_accesses`].
+    pub alias_accesses: i64,
     /// Change of [`Stats::pages_resident`].
     pub pages_resident: i64,
+    /// Change of [`Stats::pages_to_vram`].
+    pub pages_to_vram: i64,
+    /// Change of [`Stats::pages_to_ram`].
+    pub pages_to_ram: i64,
+    /// Change of [`Stats::fault_ns`].
+    pub fault_ns: i64,
+}
+
+impl StatsDelta {
+    /// Pages copied between VRAM and system RAM, either way: each is a
+    /// page's worth of data that crossed system RAM.
+    pub fn pages_copied(&self) -> i64 {
+        self.pages_to_ram + self.pages_to_vram
+    }
+
+    /// [`pages_copied`](Self::pages_copied) in bytes.
+    pub fn bytes_copied(&self) -> i64 {
+        self.pages_copied() * PAGE_SIZE as i64
+    }
+
+    /// The kernel's mean time per fault served by migration, in
+    /// microseconds (`fault_ns / cpu_faults`); `None` without faults.
+    pub fn us_per_fault(&self) -> Option<f64> {
+        (self.cpu_faults > 0).then(|| self.fault_ns as f64 / self.cpu_faults as f64 / 1e3)
+    }
+
+    /// Every counter that moved, for logs: e.g. `pages_to_ram +1024,
+    /// migrated_to_ram +1024, cpu_faults +1024, fault_ns +5000000`.
+    pub fn detail(&self) -> String {
+        let fields = [
+            ("pages_to_ram", self.pages_to_ram),
+            ("pages_to_vram", self.pages_to_vram),
+            ("migrated_to_ram", self.migrated_to_ram),
+            ("migrated_to_vram", self.migrated_to_vram),
+            ("cpu_faults", self.cpu_faults),
+            ("fault_ns", self.fault_ns),
+            ("alias_grants", self.alias_grants),
+            ("alias_accesses", self.alias_accesses),
+            ("pages_resident", self.pages_resident),
+        ];
+        let moved: Vec<String> = fields
+            .iter()
+            .filter(|(_, v)| *v != 0)
+            .map(|(name, v)| format!("{name} {v:+}"))
+            .collect();
+        if moved.is_empty() {
+            "no counter changed".to_owned()
+        } else {
+            moved.join(", ")
+        }
+    }
 }
 
 impl std::ops::AddAssign for StatsDelta {
     fn add_assign(&mut self, other: Self) {
         self.migrated_to_vram += other.migrated_to_vram;
         self.migrated_to_ram += other.migrated_to_ram;
+        self.cpu_faults += other.cpu_faults;
         self.alias_grants += other.alias_grants;
+        self.alias_accesses += other.alias_accesses;
         self.pages_resident += other.pages_resident;
+        self.pages_to_vram += other.pages_to_vram;
+        self.pages_to_ram += other.pages_to_ram;
+        self.fault_ns += other.fault_ns;
     }
 }
 
@@ -337,6 +445,55 @@ impl Vram {
         }
         Ok(out)
     }
+
+    /// `HMM_DMIRROR_READ`: this GPU reads every page of `target` into
+    /// `out` (of the same length), 2 MiB per command. The GPU faults the
+    /// pages into its page table: pages in another GPU's VRAM migrate to
+    /// RAM, or, after [`set_flags`](Self::set_flags) with
+    /// [`FLAG_ALIAS_DMA`], are read through their P2P alias. `target` must
+    /// start page aligned and be whole pages.
+    pub fn read_into(&self, target: &[u8], out: &mut [u8]) -> Result<(), String> {
+        let addr = target.as_ptr() as usize;
+        if !addr.is_multiple_of(PAGE_SIZE)
+            || !target.len().is_multiple_of(PAGE_SIZE)
+            || target.is_empty()
+            || out.len() != target.len()
+        {
+            return Err(format!(
+                "HMM_DMIRROR_READ needs whole pages and an output of the same size: \
+                 {} bytes at {addr:#x} into {} bytes",
+                target.len(),
+                out.len()
+            ));
+        }
+        let chunk = MIGRATE_CHUNK_PAGES * PAGE_SIZE;
+        for (i, dst) in out.chunks_mut(chunk).enumerate() {
+            let offset = i * chunk;
+            let npages = pages(dst.len());
+            let mut cmd = DmirrorCmd {
+                addr: (addr + offset) as u64,
+                ptr: dst.as_mut_ptr() as u64,
+                npages: npages as u64,
+                ..DmirrorCmd::default()
+            };
+            // `dst` holds exactly `npages` pages.
+            self.ioctl("HMM_DMIRROR_READ", READ, &mut cmd)
+                .map_err(|err| format!("{err} ({npages} pages at target offset {offset:#x})"))?;
+        }
+        Ok(())
+    }
+
+    /// `HMM_DMIRROR_FLAGS`: sets this file's flags (not 0: the ABI refuses
+    /// an empty command; open the device again for a file without flags).
+    pub fn set_flags(&self, flags: u64) -> Result<(), String> {
+        let mut cmd = DmirrorCmd {
+            npages: flags,
+            ..DmirrorCmd::default()
+        };
+        // No buffer: FLAGS reads only `npages`.
+        self.ioctl("HMM_DMIRROR_FLAGS", FLAGS, &mut cmd)
+            .map_err(|err| format!("{err} (flags {flags:#x})"))
+    }
 }
 
 /// Counts the SNAPSHOT bytes that say "in this GPU's VRAM".
@@ -344,12 +501,81 @@ pub fn resident(snapshot: &[u8]) -> usize {
     snapshot.iter().filter(|&&b| in_vram(b)).count()
 }
 
+/// Counts the SNAPSHOT bytes that say "in this GPU's VRAM, in a 2 MiB
+/// folio mapped by a PMD".
+pub fn resident_huge(snapshot: &[u8]) -> usize {
+    snapshot
+        .iter()
+        .filter(|&&b| in_vram(b) && b & SNAP_PMD != 0)
+        .count()
+}
+
+/// `ib_core`'s `odp_p2p_alias` module parameter (the series): 1 maps
+/// device-private pages of ODP MRs through their P2P alias, 0 migrates
+/// them to system RAM as Linux 7.3 does.
+pub const ODP_P2P_ALIAS_PARAM: &str = "/sys/module/ib_core/parameters/odp_p2p_alias";
+
 /// The value of `ib_core`'s `odp_p2p_alias` module parameter, if the
 /// running kernel has it.
 pub fn odp_p2p_alias_param() -> Option<String> {
-    std::fs::read_to_string("/sys/module/ib_core/parameters/odp_p2p_alias")
+    std::fs::read_to_string(ODP_P2P_ALIAS_PARAM)
         .ok()
         .map(|s| s.trim().to_owned())
+}
+
+/// Whether a bool module parameter's text (`Y`, `N`, `1`, `0`) is on.
+pub fn param_is_on(text: &str) -> Option<bool> {
+    match text.trim() {
+        "Y" | "y" | "1" => Some(true),
+        "N" | "n" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+/// Control of `ib_core.odp_p2p_alias` for the life of the value: it
+/// remembers the value it found and writes it back when dropped (also
+/// when a measurement fails part way, or panics).
+#[derive(Debug)]
+pub struct OdpAliasParam {
+    original: bool,
+}
+
+impl OdpAliasParam {
+    /// Reads the parameter; fails on a kernel without it.
+    pub fn open() -> Result<Self, String> {
+        let text = odp_p2p_alias_param().ok_or_else(|| {
+            format!("{ODP_P2P_ALIAS_PARAM} not present (not a kernel with the P2P alias series?)")
+        })?;
+        let original = param_is_on(&text)
+            .ok_or_else(|| format!("{ODP_P2P_ALIAS_PARAM}: unexpected value {text:?}"))?;
+        Ok(Self { original })
+    }
+
+    /// Sets the parameter: `true` for aliases (the series), `false` for
+    /// migration (Linux 7.3 as released). ib_core reads it at every ODP
+    /// fault, so it applies to faults from now on.
+    pub fn set(&self, on: bool) -> Result<(), String> {
+        std::fs::write(ODP_P2P_ALIAS_PARAM, if on { "1" } else { "0" }).map_err(|err| {
+            format!(
+                "write {} to {ODP_P2P_ALIAS_PARAM}: {err} (are we root?)",
+                u8::from(on)
+            )
+        })?;
+        match odp_p2p_alias_param().as_deref().and_then(param_is_on) {
+            Some(now) if now == on => Ok(()),
+            now => Err(format!(
+                "{ODP_P2P_ALIAS_PARAM} reads {now:?} after writing {}",
+                u8::from(on)
+            )),
+        }
+    }
+}
+
+impl Drop for OdpAliasParam {
+    fn drop(&mut self) {
+        // Nothing to report to from here; the next reader sees the value.
+        let _ = std::fs::write(ODP_P2P_ALIAS_PARAM, if self.original { "1" } else { "0" });
+    }
 }
 
 #[cfg(test)]
@@ -395,15 +621,21 @@ mod tests {
     fn parses_stats() {
         let text = "pages_total 65536\npages_resident 1024\nmigrated_to_vram 4096\n\
                     migrated_to_ram 3072\ncpu_faults 12\nalloc_failures 0\nevicted 0\n\
-                    alias_grants 17\nalias_accesses 0\n";
+                    alias_grants 17\nalias_accesses 5\npages_to_vram 8192\n\
+                    pages_to_ram 6144\nfault_ns 36000000\n";
         let s = Stats::parse(text).unwrap();
         assert_eq!(
             s,
             Stats {
                 migrated_to_vram: 4096,
                 migrated_to_ram: 3072,
+                cpu_faults: 12,
                 alias_grants: 17,
+                alias_accesses: 5,
                 pages_resident: 1024,
+                pages_to_vram: 8192,
+                pages_to_ram: 6144,
+                fault_ns: 36_000_000,
             }
         );
         let before = Stats {
@@ -418,8 +650,64 @@ mod tests {
         assert_eq!(before.since(&s).alias_grants, -3);
 
         assert!(Stats::parse("migrated_to_ram 1\n").is_err());
+        // The counters of the current driver are required.
+        for name in ["pages_to_ram", "pages_to_vram", "fault_ns", "cpu_faults"] {
+            let without: String = text
+                .lines()
+                .filter(|l| !l.starts_with(&format!("{name} ")))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            let err = Stats::parse(&without).unwrap_err();
+            assert!(err.contains(name), "{err}");
+        }
         let err = Stats::parse(&text.replace("alias_grants 17", "alias_grants x")).unwrap_err();
         assert!(err.contains("alias_grants"), "{err}");
+    }
+
+    #[test]
+    fn deltas() {
+        let before = Stats {
+            pages_to_ram: 10,
+            pages_to_vram: 20,
+            cpu_faults: 3,
+            fault_ns: 1_000,
+            ..Stats::default()
+        };
+        let after = Stats {
+            pages_to_ram: 10 + 1024,
+            pages_to_vram: 20 + 1024,
+            cpu_faults: 3 + 4,
+            fault_ns: 1_000 + 10_000,
+            migrated_to_ram: 2,
+            ..Stats::default()
+        };
+        let d = after.since(&before);
+        assert_eq!(d.pages_copied(), 2048);
+        assert_eq!(d.bytes_copied(), 2048 * 4096);
+        assert_eq!(d.us_per_fault(), Some(2.5));
+        assert_eq!(StatsDelta::default().us_per_fault(), None);
+        assert_eq!(
+            d.detail(),
+            "pages_to_ram +1024, pages_to_vram +1024, migrated_to_ram +2, cpu_faults +4, \
+             fault_ns +10000"
+        );
+        assert_eq!(StatsDelta::default().detail(), "no counter changed");
+        let mut sum = d;
+        sum += d;
+        assert_eq!(sum.pages_to_ram, 2048);
+        assert_eq!(sum.fault_ns, 20_000);
+    }
+
+    #[test]
+    fn huge_and_param_values() {
+        assert_eq!(resident_huge(&[0x26, 0x22, 0x36, 0x06, 0x24]), 2);
+        assert_eq!(READ, 0xc028_4800);
+        assert_eq!(FLAGS, 0xc028_4808);
+        assert_eq!(param_is_on("Y\n"), Some(true));
+        assert_eq!(param_is_on("1"), Some(true));
+        assert_eq!(param_is_on("N"), Some(false));
+        assert_eq!(param_is_on("0\n"), Some(false));
+        assert_eq!(param_is_on("maybe"), None);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! rvram series apply      apply patches/ to the base, print the head commit
 //! rvram series commits    like apply, but print every commit (bisect check)
 //! rvram report DIR        summarise a VM test run, exit 1 on any failure
-//! rvram bench-plot DIR     RDMA ODP benchmark of a run: table and SVG
+//! rvram bench-plot DIR    the alias benchmark of a run: DIR/bench-alias.svg
 //! ```
 //!
 //! The base kernel repository is `$RVRAM_CACHE/base/linux` (default cache:
@@ -107,12 +107,15 @@ fn main() -> ExitCode {
             }
         },
         ["bench-plot", dir] => match benchplot::run(std::path::Path::new(dir)) {
-            Ok(md) => {
-                print!("{md}");
+            Ok(plotted) => {
+                for note in &plotted.notes {
+                    eprintln!("rvram: bench-plot: {note}");
+                }
+                print!("{}", plotted.text);
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("rvram: {dir}: {e}");
+                eprintln!("rvram: bench-plot {dir}: {e}");
                 ExitCode::FAILURE
             }
         },
