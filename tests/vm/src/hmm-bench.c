@@ -5,10 +5,11 @@
  * benchmark_thp_migration, without its harness timeout and with a data
  * check after every round trip.
  *
- *   hmm-bench DEVICE SIZE_MIB ITERATIONS
+ *   hmm-bench DEVICE SIZE_MIB ITERATIONS [4k|thp]
  *
- * Prints one line per mode: "MODE SIZE_MIB S2D_MS D2S_MS" (medians) and
- * exits non-zero if a migration fails or data does not survive it.
+ * Prints one line per mode (both, or the one named): "MODE SIZE_MIB S2D_MS
+ * D2S_MS" (medians) and exits non-zero if a migration fails or data does
+ * not survive it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -125,11 +126,16 @@ out:
 int main(int argc, char **argv)
 {
 	double s2d[64], d2s[64];
-	int fd, iters, thp;
+	int fd, iters, thp, first = 0, last = 1;
 	size_t size;
 
-	if (argc != 4) {
-		fprintf(stderr, "usage: hmm-bench DEVICE SIZE_MIB ITERATIONS\n");
+	if (argc == 5 && !strcmp(argv[4], "4k")) {
+		last = 0;
+	} else if (argc == 5 && !strcmp(argv[4], "thp")) {
+		first = 1;
+	} else if (argc != 4) {
+		fprintf(stderr,
+			"usage: hmm-bench DEVICE SIZE_MIB ITERATIONS [4k|thp]\n");
 		return 2;
 	}
 	size = strtoul(argv[2], NULL, 0) << 20;
@@ -143,7 +149,7 @@ int main(int argc, char **argv)
 		perror(argv[1]);
 		return 1;
 	}
-	for (thp = 0; thp <= 1; thp++) {
+	for (thp = first; thp <= last; thp++) {
 		if (run(fd, thp, size, iters, s2d, d2s))
 			return 1;
 		printf("%s %zu %.3f %.3f\n", thp ? "thp" : "4k", size >> 20,
