@@ -83,13 +83,15 @@ pyverbs-stock)
 	RVRAM_PYVERBS_BASELINE= run_suite pyverbs-odp "$T/pyverbs-odp.sh"
 	;;
 bench)
-	# The benchmarks, on the non-debug kernel (make bench): migration
-	# throughput of test_hmm vs rvram, then RDMA ODP into system RAM, VRAM
-	# with aliases and VRAM with migration.
-	expect hmm-bench rdma-odp-alias rdma-odp-migrate
+	# The benchmarks, on the non-debug kernel (make bench), two GPUs:
+	# migration throughput of test_hmm vs rvram and where its 4 KiB path
+	# spends its time, then what P2P aliases save: the NIC's fault path,
+	# the NIC-then-GPU pipeline, a GPU peer and RDMA bandwidth, with the
+	# target in system RAM, VRAM with aliases and VRAM with migration.
+	expect hmm-bench hmm-profile alias-bench
 	run_suite hmm-bench "$T/hmm-bench.sh"
-	RVRAM_RDMA_BENCH_ONLY=1 run_suite rdma-odp-alias "$T/rdma-odp.sh" alias
-	RVRAM_RDMA_BENCH_ONLY=1 run_suite rdma-odp-migrate "$T/rdma-odp.sh" migrate
+	run_suite hmm-profile "$T/hmm-profile.sh"
+	run_suite alias-bench "$T/alias-bench.sh"
 	;;
 demo)
 	"$T/demo.sh"
