@@ -9,7 +9,18 @@ cd "$RVRAM_TOP"
 tools/install-deps.sh
 cargo build --release --locked -q -p rvram-tool -p rvram-rdma-test
 tools/fetch-kernel.sh
-kobj=$(tools/kernel.sh debug "$(target/release/rvram series apply)")
+# The non-debug kernel when one has been built (make bench builds it): a
+# debug kernel's KASAN and lockdep would dominate the times shown.
+variant=debug
+if [ -f "$RVRAM_CACHE/build/nodebug/arch/x86/boot/bzImage" ]; then
+	variant=nodebug
+fi
+kobj=$(tools/kernel.sh $variant "$(target/release/rvram series apply)")
 make -s KDIR="$kobj" modules
 tools/vm.sh --kernel "$kobj" --gpus 2 --vram 256,128 demo results/demo
+case $variant in
+nodebug) echo "rvram demo: on the non-debug kernel ($kobj)" ;;
+debug) echo "rvram demo: on the debug test kernel ($kobj: KASAN, lockdep," \
+	"DEBUG_VM; times are a debug kernel's; make bench builds the non-debug one)" ;;
+esac
 sed -n '/^=== rvram demo/,/^=== end/p' results/demo/console.log
