@@ -16,9 +16,9 @@ set -u
 . "$(dirname "$0")/tap.sh"
 mb=${1:-32}
 iters=${2:-3}
-T=/sys/kernel/debug/tracing
+T=/sys/kernel/tracing
 out=$RVRAM_RESULTS/bench-profile.md
-mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
+mountpoint -q $T || mount -t tracefs nodev $T 2>/dev/null
 
 # The migration path of both drivers, from the ioctl down to the copies.
 funcs=(
