@@ -11,7 +11,9 @@ for p in "$RVRAM_TOP"/patches/0*.patch; do
 	case $p in */0000-cover-letter.patch) continue ;; esac
 	# The base is a source package, a git tree without upstream history:
 	# checkpatch cannot look up the commits that Fixes: tags name.
-	if ! (cd "$base" && perl scripts/checkpatch.pl --strict --quiet \
+	# scripts/spdxcheck.py needs python3-ply, which Debian installs for
+	# /usr/bin/python3, not for a python3 that comes first on PATH.
+	if ! (cd "$base" && PATH=/usr/bin:$PATH perl scripts/checkpatch.pl --strict --quiet \
 		--ignore UNKNOWN_COMMIT_ID "$p"); then
 		fail=1
 	fi

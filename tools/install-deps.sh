@@ -19,7 +19,7 @@ PKGS=(
 	make gcc libc6-dev python3-venv xz-utils cmake
 	qemu-system-x86 pciutils iproute2
 	rdma-core ibverbs-utils perftest ibverbs-providers libibverbs1
-	python3-pyverbs python3-ply
+	python3-pyverbs python3-ply python3-git
 )
 
 need=()
