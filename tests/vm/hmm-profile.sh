@@ -24,7 +24,7 @@ mountpoint -q $T || mount -t tracefs nodev $T 2>/dev/null
 funcs=(
 	__x64_sys_ioctl
 	migrate_vma_setup migrate_vma_pages migrate_vma_finalize
-	hmm_range_fault
+	hmm_range_fault hmm_range_fault_unlocked_timeout
 	zone_device_page_init zone_device_folio_init
 	memcpy_toio memcpy_fromio
 	folio_alloc_noprof alloc_pages_noprof
