@@ -10,6 +10,7 @@
 #
 # Environment: RVRAM_KOBJ, RVRAM_GUEST_BIN, RVRAM_TOP, RVRAM_RESULTS.
 set -u
+. "$(dirname "$0")/dmirror.sh"
 sizes=("$@")
 [ ${#sizes[@]} = 0 ] && sizes=(2 32)
 iters=5
@@ -21,13 +22,7 @@ echo "TAP version 13"
 echo "1..$((2 * ${#sizes[@]}))"
 n=0
 for provider in test_hmm rvram; do
-	case $provider in
-	test_hmm) insmod "$RVRAM_KOBJ/lib/test_hmm.ko" ;;
-	rvram)
-		insmod "$RVRAM_TOP/drivers/rvram/rvram.ko"
-		ln -sf rvram0 /dev/hmm_dmirror0
-		;;
-	esac
+	dmirror_load $provider
 	for mb in "${sizes[@]}"; do
 		n=$((n + 1))
 		if res=$("$bin" /dev/hmm_dmirror0 "$mb" "$iters"); then
@@ -40,8 +35,7 @@ for provider in test_hmm rvram; do
 			echo "not ok $n - $provider $mb MiB"
 		fi
 	done
-	[ $provider = rvram ] && rm -f /dev/hmm_dmirror0
-	rmmod $provider
+	dmirror_unload $provider
 done
 
 # Throughput in MiB/s from the median times; the ratio is rvram / test_hmm.

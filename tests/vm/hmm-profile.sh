@@ -14,6 +14,7 @@
 # Environment: RVRAM_KOBJ, RVRAM_GUEST_BIN, RVRAM_TOP, RVRAM_RESULTS.
 set -u
 . "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/dmirror.sh"
 mb=${1:-32}
 iters=${2:-3}
 T=/sys/kernel/tracing
@@ -56,13 +57,7 @@ set_filter() {
 declare -A rows
 pages=$(((iters + 1) * 2 * mb * 256))
 for provider in test_hmm rvram; do
-	case $provider in
-	test_hmm) insmod "$RVRAM_KOBJ/lib/test_hmm.ko" ;;
-	rvram)
-		insmod "$RVRAM_TOP/drivers/rvram/rvram.ko"
-		ln -sf rvram0 /dev/hmm_dmirror0
-		;;
-	esac
+	dmirror_load $provider
 	set_filter
 	# Enabling the profiler clears its counters.
 	echo 1 > $T/function_profile_enabled
@@ -79,8 +74,7 @@ for provider in test_hmm rvram; do
 	while read -r f hit us; do
 		[ -n "$f" ] && rows[$provider,$f]="$hit $us"
 	done <<< "$stat"
-	[ $provider = rvram ] && rm -f /dev/hmm_dmirror0
-	rmmod $provider
+	dmirror_unload $provider
 done
 : > $T/set_ftrace_filter
 
