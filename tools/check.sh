@@ -82,7 +82,7 @@ export RVRAM_HMM_TESTS=$hmm_tests
 # end inside CI's 90 minutes.
 run_plan single --gpus 1 --vram 256 --timeout 1200
 run_plan dual --gpus 2 --vram 512,256 --timeout 1200
-run_plan alias --gpus 2 --far-gpus 1 --vram 256 --timeout 2700
+run_plan alias --gpus 2 --far-gpus 1 --dma-engines --vram 256 --timeout 2700
 # The alias benchmark's smallest cell in the alias plan (debug kernel; make
 # bench has the non-debug numbers, every size): results/alias/bench-alias.{md,svg}.
 "$rvram" bench-plot results/alias || true

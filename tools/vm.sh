@@ -8,6 +8,9 @@
 #     --vram MB[,MB]   VRAM size per GPU in MiB (default 256)
 #     --far-gpus N     GPUs outside the switch, each behind its own root port
 #                      on the host bridge: P2PDMA cannot reach them (default 0)
+#     --dma-engines    add two QEMU edu devices (a DMA engine each) for the
+#                      odp_dma test NIC: one on the switch's spare port, one
+#                      behind its own root port on the host bridge
 #     --timeout S      wall-clock limit for the whole guest (default 900)
 #     --memory M       guest RAM (default 3G)
 #
@@ -24,6 +27,7 @@ set -euo pipefail
 kobj=$RVRAM_CACHE/build/debug
 gpus=1
 far_gpus=0
+dma_engines=0
 vram=256
 timeout_s=900
 memory=3G
@@ -32,6 +36,7 @@ while [ $# -gt 2 ]; do
 	--kernel) kobj=$2; shift 2 ;;
 	--gpus) gpus=$2; shift 2 ;;
 	--far-gpus) far_gpus=$2; shift 2 ;;
+	--dma-engines) dma_engines=1; shift ;;
 	--vram) vram=$2; shift 2 ;;
 	--timeout) timeout_s=$2; shift 2 ;;
 	--memory) memory=$2; shift 2 ;;
@@ -60,6 +65,10 @@ for ((i = 0; i < gpus; i++)); do
 	qopts+=" -device ivshmem-plain,memdev=rvram_vram$i,bus=rvram_dp$i"
 done
 qopts+=" -device xio3130-downstream,id=rvram_peer,bus=rvram_up,chassis=$((41 + gpus)),slot=0"
+# edu's DMA engine masks bus addresses to 28 bits unless told otherwise.
+if [ $dma_engines = 1 ]; then
+	qopts+=" -device edu,bus=rvram_peer,dma_mask=0xffffffffffffffff"
+fi
 # Far GPUs come after the switch on the root bus, so they are probed (and
 # numbered) after the GPUs under it.
 for ((i = 0; i < far_gpus; i++)); do
@@ -67,6 +76,10 @@ for ((i = 0; i < far_gpus; i++)); do
 	qopts+=" -object memory-backend-ram,id=rvram_farvram$i,size=${sizes[-1]}M"
 	qopts+=" -device ivshmem-plain,memdev=rvram_farvram$i,bus=rvram_farrp$i"
 done
+if [ $dma_engines = 1 ]; then
+	qopts+=" -device pcie-root-port,id=rvram_fardma,bus=pcie.0,chassis=70,slot=0"
+	qopts+=" -device edu,bus=rvram_fardma,dma_mask=0xffffffffffffffff"
+fi
 
 # /dev/kvm may exist but be unable to boot a stock kernel (nested PVM here
 # hangs after decompression). Probe once per kernel and remember.

@@ -56,9 +56,10 @@ dual)
 	run_suite hmm-race-rvram "$T/hmm-race.sh" rvram 60
 	;;
 alias)
-	# Two GPUs under the switch and one far GPU (tools/vm.sh --far-gpus 1).
+	# Two GPUs under the switch and one far GPU (tools/vm.sh --far-gpus 1),
+	# and two DMA engines (--dma-engines).
 	expect kunit:rvram_vram rvram-alias rdma-odp-ram rdma-odp-alias rdma-odp-migrate
-	expect pyverbs-odp rdma-unbind
+	expect pyverbs-odp rdma-unbind odp-dma
 	run_suite rvram-alias "$T/rvram-alias.sh"
 	# rdma-core's own ODP tests on rxe, with the series applied.
 	run_suite pyverbs-odp "$T/pyverbs-odp.sh"
@@ -69,6 +70,9 @@ alias)
 	run_suite rdma-odp-migrate "$T/rdma-odp.sh" migrate
 	# The GPU unbinds under RDMA traffic through its aliases.
 	run_suite rdma-unbind "$T/rdma-unbind.sh"
+	# The hardware-NIC branch: a DMA engine under the switch and one behind
+	# the host bridge (tools/vm.sh --dma-engines), ODP MRs as mlx5 maps them.
+	run_suite odp-dma "$T/odp-dma.sh"
 	;;
 rdma)
 	# The ODP suites alone (also part of the alias plan), for development.

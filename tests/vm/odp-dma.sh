@@ -1,0 +1,37 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# The hardware-NIC branch of ODP aliases (see src/odp-dma-test.c): the
+# odp_dma test NIC (tests/odp-dma/) on two QEMU edu devices, one under the
+# GPUs' PCIe switch and one behind its own root port on the host bridge
+# (tools/vm.sh --dma-engines), DMAs into an ODP MR over rvram VRAM.
+set -u
+modprobe ib_core || exit 1
+insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" || exit 1
+insmod "$RVRAM_TOP/tests/odp-dma/odp_dma.ko" || exit 1
+# Both drivers log "PCI_ADDR: NAME: ..." when they bind.
+declare -A pci
+while read -r addr name; do
+	pci[$name]=$addr
+done < <(dmesg | sed -n 's/.* \([0-9a-f]\{4\}:[0-9a-f:.]*\): \(rvram0\|odp_dma[0-9]\): .*/\1 \2/p')
+switch_of() { basename "$(dirname "$(dirname "$(readlink -f "/sys/bus/pci/devices/$1")")")"; }
+near= far=
+for name in "${!pci[@]}"; do
+	case $name in odp_dma*) ;; *) continue ;; esac
+	if [ "$(switch_of "${pci[$name]}")" = "$(switch_of "${pci[rvram0]}")" ]; then
+		near=${name#odp_dma}
+	else
+		far=${name#odp_dma}
+	fi
+done
+echo "rvram0 at ${pci[rvram0]:-?}; DMA engine under the switch: odp_dma$near, far: odp_dma$far" >&2
+if [ -z "$near" ] || [ -z "$far" ]; then
+	echo "TAP version 13"
+	echo "not ok 1 topology: need an edu device under the switch and one far"
+	echo "1..1"
+	exit 1
+fi
+"$RVRAM_GUEST_BIN/odp-dma-test" 0 "${pci[rvram0]}" "$near" "$far"
+rc=$?
+rmmod odp_dma || rc=1
+rmmod rvram || rc=1
+exit $rc
