@@ -334,8 +334,44 @@ impl PinnedDrop for Header {
 /// The allocator lock of every [`Pagemap`]: one lock class, named once, for
 /// all driver types (a lock class key in generic code would be shared by
 /// the instantiations while its name is not).
-fn new_used(bits: BitmapVec) -> impl PinInit<SpinLock<BitmapVec>> {
-    SpinLock::new(bits, c"Pagemap::used", crate::static_lock_class!())
+fn new_used(bits: BitmapVec) -> impl PinInit<SpinLock<Used>> {
+    SpinLock::new(
+        Used { bits, next: 0 },
+        c"Pagemap::used",
+        crate::static_lock_class!(),
+    )
+}
+
+/// The allocation state of a pagemap's pages.
+struct Used {
+    /// Bit `i` is set while page `i` is allocated.
+    bits: BitmapVec,
+    /// Where the next search starts: the end of the last allocation.
+    next: usize,
+}
+
+/// The first index at or after `from` of `n` (a power of two) free pages
+/// aligned to `n` that end at most at `end`, in `bits` (at least `end`
+/// bits long).
+fn first_fit(bits: &BitmapVec, end: usize, from: usize, n: usize) -> Option<usize> {
+    let mut base = from;
+    loop {
+        if base >= end {
+            return None;
+        }
+        let free = bits.next_zero_bit(base)?;
+        base = free.next_multiple_of(n);
+        if base + n > end {
+            return None;
+        }
+        if base == free && n == 1 {
+            return Some(base);
+        }
+        match bits.next_bit(base) {
+            Some(b) if b < base + n => base = b + 1,
+            _ => return Some(base),
+        }
+    }
 }
 
 /// A device-private pagemap with its page allocator.
@@ -357,7 +393,7 @@ pub struct Pagemap<T: DevicePrivateOps> {
     /// larger (`request_free_mem_region()` rounds up to a memory section).
     nr: usize,
     #[pin]
-    used: SpinLock<BitmapVec>,
+    used: SpinLock<Used>,
     #[pin]
     data: T,
 }
@@ -469,7 +505,10 @@ impl<T: DevicePrivateOps> Pagemap<T> {
         let used = self.used.lock();
         let mut n = 0;
         let mut i = 0;
-        while let Some(b) = used.next_bit(i) {
+        while i < self.nr {
+            let Some(b) = used.bits.next_bit(i) else {
+                break;
+            };
             n += 1;
             i = b + 1;
         }
@@ -489,27 +528,18 @@ impl<T: DevicePrivateOps> Pagemap<T> {
         let n = 1usize << order;
         let index = {
             let mut used = self.used.lock();
-            let mut base = 0;
-            // First fit. Each step skips a whole run of used pages (the
-            // next free one) or of free pages (up to the next used one),
-            // a word at a time: not one step per page in use.
-            loop {
-                if base >= self.nr_pages() {
-                    return Err(ENOMEM);
-                }
-                let free = used.next_zero_bit(base).ok_or(ENOMEM)?;
-                base = free.next_multiple_of(n);
-                if base + n > self.nr_pages() {
-                    return Err(ENOMEM);
-                }
-                match used.next_bit(base) {
-                    Some(b) if b < base + n => base = b + 1,
-                    _ => break,
-                }
-            }
+            // Next fit: search from where the last allocation ended, then
+            // from the start. Each step of the search skips a whole run of
+            // used or free pages a word at a time, so a run of allocations
+            // does not rescan the pages it has just handed out.
+            let hint = used.next;
+            let base = first_fit(&used.bits, self.nr, hint, n)
+                .or_else(|| first_fit(&used.bits, self.nr.min(hint + n), 0, n))
+                .ok_or(ENOMEM)?;
             for i in base..base + n {
-                used.set_bit(i);
+                used.bits.set_bit(i);
             }
+            used.next = if base + n < self.nr { base + n } else { 0 };
             base
         };
         let page = self.page_ptr(index);
@@ -573,7 +603,7 @@ impl<T: DevicePrivateOps> Pagemap<T> {
         let (index, n) = (f.index(), f.nr_pages());
         let mut used = pm.used.lock();
         for i in index..index + n {
-            used.clear_bit(i);
+            used.bits.clear_bit(i);
         }
     }
 
@@ -877,6 +907,32 @@ mod tests {
         }
         v.clear();
         assert_eq!(pm.nr_used(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn next_fit_goes_on_after_the_last_allocation() -> Result {
+        let pm = new_pm(PMD)?;
+        let n = pm.nr_pages();
+        let a = pm.alloc_folio(0)?;
+        let b = pm.alloc_folio(0)?;
+        assert_eq!((a.index(), b.index()), (0, 1));
+        drop(a);
+        // Page 0 is free again, but the search goes on from page 2 up to
+        // the end, and only then wraps around.
+        let mut v = KVec::new();
+        for i in 2..n {
+            let f = pm.alloc_folio(0)?;
+            assert_eq!(f.index(), i);
+            v.push(f, GFP_KERNEL)?;
+        }
+        assert_eq!(pm.alloc_folio(0)?.index(), 0);
+        assert_eq!(pm.alloc_folio(0)?.index(), 0);
+        let c = pm.alloc_folio(0)?;
+        assert_eq!(pm.alloc_folio(0).err(), Some(ENOMEM));
+        drop((b, c, v));
+        assert_eq!(pm.nr_used(), 0);
+        assert_eq!(pm.data().freed.load(Relaxed), n + 3);
         Ok(())
     }
 
