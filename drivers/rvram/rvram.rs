@@ -209,10 +209,10 @@ impl VramPages {
     }
 }
 
-/// Copies `dst.len()` bytes of VRAM at byte `offset` into `dst`.
+/// Copies `dst.len()` bytes of VRAM at byte `offset` into `dst` (8-byte
+/// aligned, a multiple of 8 bytes long) with 64-bit reads.
 fn copy_from_vram(bar: &pci::Bar<'_>, offset: usize, dst: &mut [u8]) -> Result {
-    bar.try_bytes(offset, dst.len())?.copy_to_slice(dst);
-    Ok(())
+    bar.try_bytes(offset, dst.len())?.copy_to_slice64(dst)
 }
 
 /// Copies `src` into VRAM at byte `offset`.
