@@ -27,7 +27,7 @@ funcs=(
 	migrate_vma_setup migrate_vma_pages migrate_vma_finalize
 	hmm_range_fault hmm_range_fault_unlocked_timeout
 	zone_device_page_init zone_device_folio_init
-	memcpy_toio memcpy_fromio
+	memcpy_toio memcpy_fromio __ioread64_copy
 	folio_alloc_noprof alloc_pages_noprof
 	__kvmalloc_node_noprof kvfree
 	_copy_to_user _copy_from_user
