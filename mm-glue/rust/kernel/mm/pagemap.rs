@@ -432,8 +432,8 @@ impl<T: DevicePrivateOps> Pagemap<T> {
     /// assert_eq!(pm.nr_pages(), (4 << 20) / kernel::page::PAGE_SIZE);
     /// let folio = pm.alloc_folio(0)?;
     /// assert_eq!(folio.index(), 0);
-    /// drop(folio); // The page is free again.
-    /// assert_eq!(pm.alloc_folio(0)?.index(), 0);
+    /// drop(folio); // The page is free again; the next search starts after it.
+    /// assert_eq!(pm.alloc_folio(0)?.index(), 1);
     /// # Ok::<(), Error>(())
     /// ```
     pub fn new<E>(
