@@ -16,6 +16,7 @@
 //! leaves it.
 
 pub mod benchplot;
+pub mod kmemleak;
 pub mod ktap;
 pub mod report;
 pub mod series;

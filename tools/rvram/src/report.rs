@@ -9,13 +9,17 @@
 //!   of last resort;
 //! - `expected`: the suite names that must appear, one a line (`kunit:<name>`
 //!   for a KUnit suite in the kernel log);
-//! - `timeout`: present when the host killed the guest.
+//! - `timeout`: present when the host killed the guest;
+//! - `kmemleak.txt`: kmemleak's report after the guest's final scans; a
+//!   leak attributable to the series or rvram fails the run
+//!   ([`crate::kmemleak`]), others are listed.
 
 use std::fmt;
 use std::fs;
 use std::io;
 use std::path::Path;
 
+use crate::kmemleak::{self, Leak};
 use crate::ktap::{self, Counts, Outcome, Suite};
 
 /// Kernel log substrings that mark a splat.
@@ -125,6 +129,8 @@ pub struct Summary {
     pub splats: Vec<Splat>,
     /// Whether the host killed the guest.
     pub timeout: bool,
+    /// kmemleak's unreferenced objects after the final scans.
+    pub leaks: Vec<Leak>,
 }
 
 impl Summary {
@@ -136,6 +142,7 @@ impl Summary {
             && self.missing.is_empty()
             && self.splats.is_empty()
             && !self.timeout
+            && self.leaks.iter().all(|leak| leak.ours.is_none())
     }
 
     /// Every skip as (suite, case, reason); the case is empty when a whole
@@ -223,6 +230,7 @@ pub fn summarize(dir: &Path) -> io::Result<Summary> {
         kernel_log,
         splats: splat_lines,
         timeout: dir.join("timeout").try_exists()?,
+        leaks: kmemleak::parse(&read_optional(&dir.join("kmemleak.txt"))?.unwrap_or_default()),
     })
 }
 
@@ -360,7 +368,6 @@ fn is_splat(line: &str) -> bool {
     SPLAT_MARKERS.iter().any(|marker| line.contains(marker))
         // WARN_ON() since Linux 6.19: "WARNING: file:line at func, CPU#0: comm/pid".
         || (line.contains("WARNING: ") && line.contains(", CPU#"))
-        || (line.contains("kmemleak: ") && line.contains("new suspected memory leaks"))
 }
 
 /// One `PASS`/`FAIL` line per suite with its counts and notes, its failed
@@ -414,6 +421,34 @@ impl fmt::Display for Summary {
         }
         if self.timeout {
             writeln!(f, "TIMEOUT: the host killed the guest")?;
+        }
+        // Ours first: they fail the run.
+        let (ours, others): (Vec<&Leak>, Vec<&Leak>) =
+            self.leaks.iter().partition(|leak| leak.ours.is_some());
+        for leak in ours.iter().take(SHOWN_SPLATS) {
+            writeln!(
+                f,
+                "LEAK  {} {}: {}",
+                leak.object,
+                leak.comm,
+                leak.ours.as_deref().unwrap_or_default()
+            )?;
+        }
+        if ours.len() > SHOWN_SPLATS {
+            writeln!(
+                f,
+                "      ... and {} more leaks of ours",
+                ours.len() - SHOWN_SPLATS
+            )?;
+        }
+        if !others.is_empty() {
+            writeln!(
+                f,
+                "note: {} kmemleak report(s) outside the series and rvram, e.g. {} at {}",
+                others.len(),
+                others[0].object,
+                others[0].site
+            )?;
         }
         let t = self.totals();
         writeln!(
@@ -821,17 +856,58 @@ Read of size 8 at addr ffff888003a4c010 by task hmm-tests/231
             "[   1.0] kernel BUG at mm/migrate.c:123!",
             "[   1.0] Oops: general protection fault, probably for non-canonical address",
             "[   1.0] UBSAN: shift-out-of-bounds in drivers/gpu/rvram.c:10:5",
-            "[   1.0] kmemleak: 2 new suspected memory leaks (see /sys/kernel/debug/kmemleak)",
             "[   1.0] BUG: sleeping function called from invalid context",
             "[   1.0] hmm-race: vmalloc error: size 4503599627370496, exceeds total pages, mode:0xcc0(GFP_KERNEL)",
         ];
         let benign = [
             "[   1.0] kmemleak: Kernel memory leak detector initialized",
+            // Judged from kmemleak.txt, by whose leak it is.
+            "[   1.0] kmemleak: 2 new suspected memory leaks (see /sys/kernel/debug/kmemleak)",
             "[   1.0] WARNING: unrelated userspace message",
             "[   1.0] rvram: probe ok",
         ];
         assert!(splat.iter().all(|l| is_splat(l)));
         assert!(!benign.iter().any(|l| is_splat(l)));
+    }
+
+    const LEAK_OURS: &str = "\
+unreferenced object 0xffff888004d1c000 (size 64):
+  comm \"hmm-tests\", pid 201, jiffies 4294893123
+  backtrace (crc 6a1e3f0c):
+    kmemleak_alloc+0x4e/0x90
+    __kmalloc_cache_noprof+0x2a4/0x3b0
+    dmirror_open+0x30/0x1c0 [rvram]
+";
+
+    const LEAK_BASE: &str = "\
+unreferenced object 0xffff888005000000 (size 32):
+  comm \"swapper/0\", pid 1, jiffies 4294892000
+  backtrace (crc 1):
+    kmemleak_alloc+0x4e/0x90
+    acpi_ds_build_internal_package_obj+0x1/0x2
+";
+
+    #[test]
+    fn a_leak_of_ours_fails_the_run() {
+        let s = passing_run()
+            .file("kmemleak.txt", &format!("{LEAK_BASE}{LEAK_OURS}"))
+            .summary();
+        assert_eq!(s.leaks.len(), 2);
+        assert!(!s.ok());
+        let text = s.to_string();
+        assert!(text.contains("LEAK  unreferenced object 0xffff888004d1c000 (size 64):"));
+        assert!(text.contains("dmirror_open+0x30/0x1c0 [rvram]"));
+        assert!(text.ends_with("FAIL\n"));
+    }
+
+    #[test]
+    fn a_leak_elsewhere_is_listed_but_passes() {
+        let s = passing_run().file("kmemleak.txt", LEAK_BASE).summary();
+        assert!(s.ok());
+        let text = s.to_string();
+        assert!(text.contains("note: 1 kmemleak report(s) outside the series and rvram"));
+        assert!(text.contains("acpi_ds_build_internal_package_obj"));
+        assert!(!text.contains("LEAK "));
     }
 
     #[test]
