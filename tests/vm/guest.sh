@@ -131,5 +131,14 @@ suite:*)
 	;;
 esac
 
+# Every test plan ends with kmemleak's verdict (the debug kernel has it).
+case $plan in
+demo | bench | pyverbs-stock) ;;
+*)
+	expect kmemleak
+	run_suite kmemleak "$T/kmemleak.sh"
+	;;
+esac
+
 dmesg > "$R/dmesg.txt"
 sync
