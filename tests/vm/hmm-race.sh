@@ -26,38 +26,12 @@ mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 stat_of() { sed -n "s/^$2 //p" "$DBG/$1/stats"; }
 
 # race SECONDS SEED ARGS...: runs hmm-race; a run that does not end 120 s
-# after its time is a hang: the kernel log gets the blocked tasks and every
-# CPU's backtrace (sysrq w, l), and the program is killed.
+# after its time is a hang (tap_bounded).
 race() {
-	local s=$1 sd=$2 pid t=0
+	local s=$1 sd=$2
 	shift 2
-	"$RVRAM_GUEST_BIN/hmm-race" "$@" "$s" "$sd" > "$RVRAM_RESULTS/hmm-race.out" &
-	pid=$!
-	while kill -0 "$pid" 2>/dev/null; do
-		if [ $t -gt $((s + 120)) ]; then
-			echo "# hmm-race hangs after $t s: sysrq w and l into the kernel log"
-			echo w > /proc/sysrq-trigger
-			echo l > /proc/sysrq-trigger
-			kill -9 "$pid"
-			break
-		fi
-		sleep 1
-		t=$((t + 1))
-	done
-	wait "$pid"
-}
-
-# relay PREFIX OUTPUT: the program's test points, re-numbered into this
-# script's TAP with PREFIX on their names; its comments as they are.
-relay() {
-	local line
-	while IFS= read -r line; do
-		case $line in
-		"ok "*) tap_check "$1${line#ok [0-9]* }" true ;;
-		"not ok "*) tap_check "$1${line#not ok [0-9]* }" false ;;
-		"#"*) echo "$line" ;;
-		esac
-	done <<< "$2"
+	tap_bounded $((s + 120)) "$RVRAM_RESULTS/hmm-race.out" \
+		"$RVRAM_GUEST_BIN/hmm-race" "$@" "$s" "$sd"
 }
 
 args=()
@@ -86,7 +60,7 @@ fi
 race "$seconds" "$seed" "${args[@]}" "$dev"
 rc=$?
 out=$(cat "$RVRAM_RESULTS/hmm-race.out")
-relay "" "$out"
+tap_relay "" "$out"
 tap_eq "hmm-race exited cleanly (seed $seed)" 0 "$rc"
 
 if [ "$provider" = rvram ]; then
@@ -113,7 +87,7 @@ if [ "$provider" = rvram ]; then
 	out=$(cat "$RVRAM_RESULTS/hmm-race.out")
 	wait $unbinder
 	urc=$?
-	relay "unbind: " "$out"
+	tap_relay "unbind: " "$out"
 	tap_eq "unbind: hmm-race exited cleanly (seed $((seed + 1)))" 0 "$rc"
 	tap_eq "unbind: $gpu unbound after ${unbind_s} s" 0 "$urc"
 	tap_check "unbind: the data thread saw the device go away" \
