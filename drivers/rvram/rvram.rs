@@ -149,8 +149,11 @@ impl VramPages {
 
     /// Zeroes VRAM page `index`.
     fn zero_page(&self, index: usize) -> Result {
-        static ZERO: [u8; PAGE_SIZE] = [0; PAGE_SIZE];
-        self.write_page(index, &ZERO)
+        /// A page of zeroes, aligned for 64-bit copies.
+        #[repr(C, align(8))]
+        struct Zeroes([u8; PAGE_SIZE]);
+        static ZERO: Zeroes = Zeroes([0; PAGE_SIZE]);
+        self.write_page(index, &ZERO.0)
     }
 }
 
@@ -215,10 +218,10 @@ fn copy_from_vram(bar: &pci::Bar<'_>, offset: usize, dst: &mut [u8]) -> Result {
     bar.try_bytes(offset, dst.len())?.copy_to_slice64(dst)
 }
 
-/// Copies `src` into VRAM at byte `offset`.
+/// Copies `src` (8-byte aligned, a multiple of 8 bytes long) into VRAM at
+/// byte `offset` with 64-bit writes.
 fn copy_to_vram(bar: &pci::Bar<'_>, offset: usize, src: &[u8]) -> Result {
-    bar.try_bytes(offset, src.len())?.copy_from_slice(src);
-    Ok(())
+    bar.try_bytes(offset, src.len())?.copy_from_slice64(src)
 }
 
 /// What outlives the binding while files are open: the pagemap.
