@@ -269,7 +269,10 @@ impl<T: MirrorOps> Mirror<T> {
         range.end = req.start + req.pfns.len() * crate::page::PAGE_SIZE;
         range.hmm_pfns = req.pfns.as_mut_ptr();
         range.default_flags = req.flags;
-        range.dev_private_owner = self.owner.map_or(core::ptr::null_mut(), Owner::as_ptr);
+        range.dev_private_owner = match self.owner {
+            Some(owner) if !req.fault_own => owner.as_ptr(),
+            _ => core::ptr::null_mut(),
+        };
         if let Some((client, access)) = &req.alias {
             range.alias_client = client.as_raw();
             range.alias_by_cpu = *access == AliasAccess::Cpu;
@@ -463,6 +466,7 @@ pub struct RangeRequest {
     flags: c_ulong,
     pfns: KVVec<c_ulong>,
     alias: Option<(ARef<Device>, AliasAccess)>,
+    fault_own: bool,
 }
 
 /// How an alias client of a [`RangeRequest::with_alias_client`] reaches
@@ -537,6 +541,7 @@ impl RangeRequest {
             flags,
             pfns,
             alias: None,
+            fault_own: false,
         })
     }
 
@@ -557,6 +562,31 @@ impl RangeRequest {
     /// ```
     pub fn with_alias_client(mut self, client: ARef<Device>, access: AliasAccess) -> Self {
         self.alias = Some((client, access));
+        self
+    }
+
+    /// Faults the mirror owner's own device-private pages like any other
+    /// page, instead of reporting them as they are.
+    ///
+    /// `hmm_range_fault()` reports the owner's pages without faulting them,
+    /// even for a write to one mapped read-only: one that `fork()` shared
+    /// copy-on-write. A device write to such a page must break the sharing
+    /// as a CPU write would; with this, the write fault migrates the page
+    /// to system memory (the pagemap's `migrate_to_ram()`) and copies it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use kernel::mm::hmm::RangeRequest;
+    /// use kernel::prelude::*;
+    ///
+    /// // Break the copy-on-write sharing of the page at 0x30_0000.
+    /// let req = RangeRequest::new(0x30_0000, 1, true)?.fault_owner_pages();
+    /// assert_eq!(req.len(), 1);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn fault_owner_pages(mut self) -> Self {
+        self.fault_own = true;
         self
     }
 
