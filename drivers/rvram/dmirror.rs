@@ -296,27 +296,46 @@ impl DmirrorFile {
             .read_slice(&mut buf)?;
         let start = usize::try_from(c.addr)?;
         for (n, chunk) in buf.chunks(FAULT_CHUNK).enumerate() {
-            let mut req = self.request(start + n * FAULT_CHUNK, chunk.len(), true)?;
-            let f = self.mirror.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
-            for ((_, pfn), src) in f.iter().zip(chunk.chunks(PAGE_SIZE)) {
-                if let Some(folio) = pfn.device_folio::<VramPages>() {
-                    if !pfn.is_writable() {
-                        return Err(EPERM);
-                    }
-                    let index = folio.index() + (pfn.pfn().ok_or(EFAULT)? - folio.pfn());
-                    folio.pagemap().data().write_page(index, src)?;
-                } else if pfn.is_alias() {
-                    pfn.write_alias(src).ok_or(EPERM)?;
-                    self.count_alias();
-                } else {
-                    pfn.with_system_page_mut(|dst| dst.copy_from_slice(src))
-                        .ok_or(EPERM)?;
-                }
+            let addr = start + n * FAULT_CHUNK;
+            // Each retry makes a page of the chunk private; a concurrent
+            // fork() may share it again, so the retries are bounded.
+            let mut retries = 2 * FAULT_CHUNK / PAGE_SIZE;
+            while let Some(shared) = self.write_chunk(addr, chunk)? {
+                // A page of this GPU mapped read-only: shared copy-on-write
+                // with a child since fork(). Break the sharing as a CPU
+                // write would (the page migrates to system memory), then
+                // write the chunk again.
+                retries = retries.checked_sub(1).ok_or(EBUSY)?;
+                let mut one = RangeRequest::new(shared, 1, true)?.fault_owner_pages();
+                drop(self.mirror.fault(&mut one, DEFAULT_TIMEOUT_MS)?);
             }
         }
         c.cpages = c.npages;
         c.faults = 1;
         Ok(())
+    }
+
+    /// Writes `src` to the range at `addr`; stops at the first page of this
+    /// GPU that is mapped read-only and returns its address.
+    fn write_chunk(&self, addr: usize, src: &[u8]) -> Result<Option<usize>> {
+        let mut req = self.request(addr, src.len(), true)?;
+        let f = self.mirror.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
+        for ((va, pfn), src) in f.iter().zip(src.chunks(PAGE_SIZE)) {
+            if let Some(folio) = pfn.device_folio::<VramPages>() {
+                if !pfn.is_writable() {
+                    return Ok(Some(va));
+                }
+                let index = folio.index() + (pfn.pfn().ok_or(EFAULT)? - folio.pfn());
+                folio.pagemap().data().write_page(index, src)?;
+            } else if pfn.is_alias() {
+                pfn.write_alias(src).ok_or(EPERM)?;
+                self.count_alias();
+            } else {
+                pfn.with_system_page_mut(|dst| dst.copy_from_slice(src))
+                    .ok_or(EPERM)?;
+            }
+        }
+        Ok(None)
     }
 
     /// The fault request of a device read or write of `len` bytes at
