@@ -8,6 +8,7 @@
 #                     module build, VM suites (installs what it needs)
 #   make demo         boot a guest with emulated GPUs and show rvram at work
 #   make bench        migration throughput, rvram vs test_hmm (non-debug kernel)
+#   make soak         the stress suite for an hour (debug kernel; not in check)
 #   make pyverbs-baseline
 #                     record rdma-core's ODP tests on the stock kernel
 #   make series       regenerate patches/ from series/series.toml
@@ -23,7 +24,7 @@ export RVRAM_CACHE
 KDIR ?= $(RVRAM_CACHE)/build/debug
 KMAKE := $(CURDIR)/tools/kmake.sh
 
-.PHONY: all modules clean check demo bench pyverbs-baseline series check-series check-bisect \
+.PHONY: all modules clean check demo bench soak pyverbs-baseline series check-series check-bisect \
 	checkpatch kernel deps clippy fmt tool
 
 all: modules
@@ -70,6 +71,9 @@ demo:
 
 bench:
 	tools/bench.sh
+
+soak:
+	tools/soak.sh
 
 pyverbs-baseline:
 	tools/pyverbs-baseline.sh

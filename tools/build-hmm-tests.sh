@@ -25,7 +25,8 @@ fi
 # Our own in-guest C programs.
 for c in "$RVRAM_TOP"/tests/vm/src/*.c; do
 	bin=$(dirname "$out")/$(basename "$c" .c)
-	if [ ! -x "$bin" ] || [ "$c" -nt "$bin" ]; then
+	if [ ! -x "$bin" ] || [ "$c" -nt "$bin" ] ||
+		[ "$RVRAM_TOP/tests/vm/src/dmirror.h" -nt "$bin" ]; then
 		gcc -O2 -Wall -Werror -o "$bin" "$c"
 	fi
 done

@@ -49,9 +49,12 @@ single)
 	run_suite rvram-unbind "$T/rvram-unbind.sh"
 	;;
 dual)
-	expect kunit:rvram_vram rvram-probe-dual hmm-tests-rvram hmm-race-rvram
+	expect kunit:rvram_vram rvram-probe-dual hmm-tests-rvram rvram-stress hmm-race-rvram
 	run_suite rvram-probe-dual "$T/rvram-probe.sh"
 	run_suite hmm-tests-rvram "$T/hmm-tests.sh" rvram
+	# Races with shadow copies, fork/COW, VRAM exhaustion, SIGKILL,
+	# fuzzing (about 4 minutes).
+	run_suite rvram-stress "$T/rvram-stress.sh"
 	# The same race on rvram0, rvram1 reading the range through aliases.
 	run_suite hmm-race-rvram "$T/hmm-race.sh" rvram 60
 	;;
@@ -80,6 +83,19 @@ rdma)
 	run_suite rdma-odp-ram "$T/rdma-odp.sh" ram
 	run_suite rdma-odp-alias "$T/rdma-odp.sh" alias
 	run_suite rdma-odp-migrate "$T/rdma-odp.sh" migrate
+	;;
+soak)
+	# make soak: the stress suite, scaled up (RVRAM_STRESS_SCALE), over
+	# and over with new seeds until RVRAM_SOAK_SECONDS have passed.
+	end=$((SECONDS + ${RVRAM_SOAK_SECONDS:-3600}))
+	round=0
+	while [ $SECONDS -lt $end ]; do
+		round=$((round + 1))
+		expect rvram-stress-$round
+		run_suite rvram-stress-$round "$T/rvram-stress.sh"
+		[ "$(cat "$R/suites/rvram-stress-$round.rc")" = 0 ] || break
+		unset RVRAM_STRESS_SEED
+	done
 	;;
 pyverbs-stock)
 	# rdma-core's ODP tests on the stock kernel: make pyverbs-baseline.

@@ -1,0 +1,76 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# What real processes do to rvram at once, and hostile input
+# (src/rvram-stress.c), on two GPUs under one switch:
+#
+#   race      4 threads on one region: CPU, device, peer-alias and NIC reads
+#             and writes of disjoint words and pages checked against
+#             shadows, migrations, zaps, mprotect, mremap, fork; with P2P
+#             aliases (rvram1, and the odp_dma test NIC on an edu DMA engine
+#             under the switch when the guest has one: tools/vm.sh
+#             --dma-engines) and without
+#   cow       4 KiB pages and a 2 MiB folio in VRAM shared copy-on-write
+#   exhaust   5/4 of rvram1's VRAM migrated to it; rvram0 reads it through
+#             aliases
+#   kill      SIGKILL in the middle of migrations and alias accesses
+#   fuzz      random and hostile ioctls on each device, targets remapped
+#             meanwhile
+#
+# RVRAM_STRESS_SEED replays a run (the seed is printed);
+# RVRAM_STRESS_SCALE multiplies the durations and counts (make soak).
+# Prints TAP.
+set -u
+. "$(dirname "$0")/tap.sh"
+
+seed=${RVRAM_STRESS_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
+scale=${RVRAM_STRESS_SCALE:-1}
+bin=$RVRAM_GUEST_BIN/rvram-stress
+out=$RVRAM_RESULTS/rvram-stress.out
+mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
+
+echo "# seed $seed, scale $scale"
+insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" || exit 1
+if [ ! -e /dev/rvram1 ]; then
+	echo "rvram-stress.sh: needs two GPUs" >&2
+	exit 2
+fi
+
+# The DMA engine under rvram0's switch, for ODP MRs as mlx5 maps them.
+nic=-
+if [ -e "$RVRAM_TOP/tests/odp-dma/odp_dma.ko" ] && modprobe ib_core &&
+	insmod "$RVRAM_TOP/tests/odp-dma/odp_dma.ko" 2>/dev/null; then
+	switch_of() { basename "$(dirname "$(dirname "$(readlink -f "/sys/bus/pci/devices/$1")")")"; }
+	gpu=$(dmesg | sed -n 's/.* \([0-9a-f]\{4\}:[0-9a-f:.]*\): rvram0: .*/\1/p' | tail -1)
+	while read -r addr name; do
+		[ "$(switch_of "$addr")" = "$(switch_of "$gpu")" ] && nic=/dev/$name
+	done < <(dmesg | sed -n 's/.* \([0-9a-f]\{4\}:[0-9a-f:.]*\): \(odp_dma[0-9]\): .*/\1 \2/p')
+fi
+echo "# NIC for the race: $nic"
+
+# stress PREFIX BOUND ARGS...: one rvram-stress run (its test points are
+# named after the test), relayed with PREFIX; hangs are bounded
+# (tap_bounded).
+stress() {
+	local prefix=$1 bound=$2 rc t0=$SECONDS
+	shift 2
+	tap_bounded "$bound" "$out" "$bin" "$@"
+	rc=$?
+	tap_relay "$prefix" "$(cat "$out")"
+	tap_eq "${prefix}rvram-stress $* exited cleanly ($((SECONDS - t0)) s)" 0 "$rc"
+}
+
+race_s=$((30 * scale))
+stress "aliases: " $((race_s + 120)) race /dev/rvram0 /dev/rvram1 $nic $race_s "$seed"
+stress "" $((race_s + 120)) race /dev/rvram0 - - $((race_s * 2 / 3)) $((seed + 1))
+stress "" 300 cow /dev/rvram0 $((seed + 2))
+stress "" 600 exhaust /dev/rvram1 /dev/rvram0 $((seed + 3))
+stress "" $((300 * scale)) kill /dev/rvram0 /dev/rvram1 $((50 * scale)) $((seed + 4))
+stress "rvram0: " $((300 * scale)) fuzz /dev/rvram0 $((100000 * scale)) $((seed + 5))
+stress "rvram1: " $((300 * scale)) fuzz /dev/rvram1 $((100000 * scale)) $((seed + 6))
+
+cat /sys/kernel/debug/rvram/rvram*/stats | sed 's/^/# /'
+if [ "$nic" != - ]; then
+	tap_check "rmmod odp_dma" rmmod odp_dma
+fi
+tap_check "rmmod rvram" rmmod rvram
+tap_done

@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The lib/test_hmm ioctl ABI (lib/test_hmm_uapi.h) as rvram speaks it, a
+ * seeded random number generator and TAP output, for the in-guest C tests.
+ */
+#ifndef RVRAM_TESTS_DMIRROR_H
+#define RVRAM_TESTS_DMIRROR_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+struct hmm_dmirror_cmd {
+	uint64_t addr, ptr, npages, cpages, faults;
+};
+
+#define DMIRROR_CMD(nr) _IOWR('H', (nr), struct hmm_dmirror_cmd)
+#define HMM_DMIRROR_READ DMIRROR_CMD(0x00)
+#define HMM_DMIRROR_WRITE DMIRROR_CMD(0x01)
+#define HMM_DMIRROR_MIGRATE_TO_DEV DMIRROR_CMD(0x02)
+#define HMM_DMIRROR_MIGRATE_TO_SYS DMIRROR_CMD(0x03)
+#define HMM_DMIRROR_SNAPSHOT DMIRROR_CMD(0x04)
+#define HMM_DMIRROR_EXCLUSIVE DMIRROR_CMD(0x05)
+#define HMM_DMIRROR_CHECK_EXCLUSIVE DMIRROR_CMD(0x06)
+#define HMM_DMIRROR_RELEASE DMIRROR_CMD(0x07)
+#define HMM_DMIRROR_FLAGS DMIRROR_CMD(0x08)
+#define HMM_DMIRROR_READ_UNLOCKED DMIRROR_CMD(0x09)
+
+/* SNAPSHOT's per-page bytes. */
+#define HMM_DMIRROR_PROT_WRITE 0x02
+#define HMM_DMIRROR_PROT_PMD 0x04
+#define HMM_DMIRROR_PROT_DEV_PRIVATE_LOCAL 0x20
+
+/* rvram's own HMM_DMIRROR_FLAGS bits (drivers/rvram/dmirror.rs). */
+#define RVRAM_FLAG_ALIAS_DMA (1ULL << 16)
+#define RVRAM_FLAG_ALIAS_CPU (1ULL << 17)
+
+#define PAGE 4096UL
+#define PMD_SIZE (2UL << 20)
+
+/*
+ * The errnos a dmirror command may return: the table in
+ * Documentation/misc-devices/rvram.rst ("Errors").
+ */
+static const int dmirror_errnos[] = {
+	EFAULT, EINVAL, ENOMEM, EPERM, ENOENT, EBUSY, EOPNOTSUPP, EINTR, ENODEV,
+};
+
+static inline int dmirror_errno_ok(int e)
+{
+	for (size_t i = 0; i < sizeof(dmirror_errnos) / sizeof(dmirror_errnos[0]); i++)
+		if (dmirror_errnos[i] == e)
+			return 1;
+	return 0;
+}
+
+static inline int dmirror(int fd, unsigned long nr, void *addr, void *ptr, uint64_t npages)
+{
+	struct hmm_dmirror_cmd c = {
+		.addr = (uintptr_t)addr, .ptr = (uintptr_t)ptr, .npages = npages,
+	};
+
+	return ioctl(fd, nr, &c) ? -errno : 0;
+}
+
+/* xorshift64*: every random choice of a test is a function of its seed. */
+static inline uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 0x2545f4914f6cdd1dULL;
+}
+
+static inline uint64_t rnd_below(uint64_t *s, uint64_t n)
+{
+	return n ? rnd(s) % n : 0;
+}
+
+/* A seed for stream `k` of a test seeded with `seed`; never 0. */
+static inline uint64_t rnd_stream(uint64_t seed, uint64_t k)
+{
+	uint64_t s = (seed + 1) * 0x9e3779b97f4a7c15ULL ^ (k + 1) * 0xbf58476d1ce4e5b9ULL;
+
+	return s ? s : 1;
+}
+
+static int tap_n, tap_failed;
+
+static inline void __attribute__((format(printf, 2, 3))) tap(int ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%sok %d ", ok ? "" : "not ", ++tap_n);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	if (!ok)
+		tap_failed++;
+}
+
+static inline int tap_end(void)
+{
+	printf("1..%d\n", tap_n);
+	return tap_failed ? 1 : 0;
+}
+
+/* A counter from rvram's debugfs stats (`NAME VALUE` lines); -1 if absent. */
+static inline long rvram_stat(const char *dev, const char *name)
+{
+	char path[128], line[128];
+	const char *base = strrchr(dev, '/');
+	size_t len = strlen(name);
+	long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/kernel/debug/rvram/%s/stats", base ? base + 1 : dev);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, name, len) && line[len] == ' ')
+			v = strtol(line + len + 1, NULL, 10);
+	fclose(f);
+	return v;
+}
+
+#endif

@@ -1,0 +1,1089 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Stress and fuzz tests of rvram (the dmirror ABI, migration, P2P aliases)
+ * for what real processes do at once, and for hostile input.
+ *
+ *   rvram-stress race DEV PEER|- NIC|- SECONDS SEED
+ *   rvram-stress cow DEV SEED
+ *   rvram-stress exhaust DEV PEER|- SEED
+ *   rvram-stress kill DEV PEER|- ROUNDS SEED
+ *   rvram-stress fuzz DEV CALLS SEED
+ *
+ * DEV is /dev/rvramN; PEER a second rvram device under the same PCIe switch,
+ * used as a DMA client that reaches DEV's VRAM through P2P aliases, or "-";
+ * NIC the odp_dma test NIC (tests/odp-dma/, /dev/odp_dmaN) under the same
+ * switch, whose DMA engine reads and writes ODP MRs as mlx5 does, or "-".
+ * Every random choice is a function of SEED (printed): a failure replays
+ * with the same seed, up to thread interleaving. Prints TAP.
+ *
+ * race: THREADS threads on one shared anonymous region. The region has
+ * "word pages", in which thread t owns every THREADS-th 64-bit word, and
+ * "own pages", of which thread t owns every THREADS-th. Each thread keeps a
+ * shadow copy of what it owns and, at random: writes and checks its words
+ * and pages with the CPU; writes and reads its own pages through the device
+ * (dmirror WRITE / READ), through PEER's aliases and with NIC's DMA engine
+ * through an ODP MR over the whole region; migrates random ranges
+ * of the whole region to the device and back; zaps (MADV_DONTNEED),
+ * write-protects (mprotect) and moves away and back (mremap) one of its own
+ * pages; fork()s a child that checks the thread's words and pages as they
+ * were at the fork. At the end every word equals its shadow.
+ *
+ * cow: a region of 4 KiB pages and a 2 MiB folio in VRAM, shared
+ * copy-on-write with a child. Parent and child write different halves, with
+ * the CPU and through the device; each sees its own writes and the original
+ * data elsewhere, before and after migrating back.
+ *
+ * exhaust: 5/4 of DEV's VRAM is migrated to DEV: what does not fit fails
+ * with ENOMEM or stays in system memory; VRAM is full, every byte stays
+ * right (read by the device, by PEER through aliases, then by the CPU) and
+ * VRAM empties when the memory is unmapped.
+ *
+ * kill: a child migrates 64 MiB to the device and back in a loop (or, with
+ * PEER, keeps 64 MiB in DEV's VRAM and reads and writes it through PEER's
+ * aliases) and is killed with SIGKILL at a random moment, ROUNDS times:
+ * after each, DEV's resident-page count is back to its value before; then
+ * the device still migrates and returns data correctly.
+ *
+ * fuzz: CALLS ioctls with random command numbers, sizes and argument
+ * pointers, and valid commands with hostile arguments (the table in
+ * Documentation/misc-devices/rvram.rst), while a second thread unmaps,
+ * write-protects and remaps their targets: every call returns 0 or an
+ * errno of that table.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dmirror.h"
+#include "../../odp-dma/odp_dma_uapi.h"
+
+static const char *dev, *peer, *nic;
+static uint64_t seed;
+
+static void *map_anon(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED) {
+		perror("rvram-stress: mmap");
+		exit(2);
+	}
+	return p;
+}
+
+/* `len` bytes at a `align`-aligned address, the rest of the reservation unmapped. */
+static char *map_aligned(size_t len, size_t align)
+{
+	char *area = mmap(NULL, len + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *p;
+
+	if (area == MAP_FAILED) {
+		perror("rvram-stress: mmap");
+		exit(2);
+	}
+	p = (char *)(((uintptr_t)area + align - 1) & ~(align - 1));
+	if (mmap(p, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+		 0) == MAP_FAILED) {
+		perror("rvram-stress: mmap");
+		exit(2);
+	}
+	return p;
+}
+
+static int open_dev(const char *path, uint64_t flags)
+{
+	int fd = open(path, O_RDWR);
+
+	if (fd < 0) {
+		fprintf(stderr, "rvram-stress: open %s: %s\n", path, strerror(errno));
+		exit(2);
+	}
+	if (flags && dmirror(fd, HMM_DMIRROR_FLAGS, NULL, NULL, flags)) {
+		fprintf(stderr, "rvram-stress: %s: FLAGS %#" PRIx64 ": %s\n", path, flags,
+			strerror(errno));
+		exit(2);
+	}
+	return fd;
+}
+
+/* The 64-bit word a writer puts at index `i` in generation `gen`. */
+static uint64_t word(uint64_t gen, uint64_t i)
+{
+	return (gen * 0x100000001b3ULL) ^ (i * 0x9e3779b97f4a7c15ULL) ^ 0x5555;
+}
+
+static void fill(void *p, size_t len, uint64_t gen)
+{
+	uint64_t *w = p;
+
+	for (size_t i = 0; i < len / 8; i++)
+		w[i] = word(gen, i);
+}
+
+/* Bytes of p that differ from q. */
+static size_t differ(const void *p, const void *q, size_t len)
+{
+	const unsigned char *a = p, *b = q;
+	size_t bad = 0;
+
+	for (size_t i = 0; i < len; i++)
+		bad += a[i] != b[i];
+	return bad;
+}
+
+/* After the abuse: a fresh file migrates n pages and returns them intact. */
+static void still_works(const char *test, size_t n)
+{
+	size_t len = n * PAGE;
+	char *p = map_anon(len), *buf = map_anon(len), *want = map_anon(len);
+	int fd = open_dev(dev, 0);
+
+	fill(want, len, n);
+	memcpy(p, want, len);
+	tap(dmirror(fd, HMM_DMIRROR_MIGRATE_TO_DEV, p, buf, n) == 0 && !memcmp(buf, want, len) &&
+		    !memcmp(p, want, len),
+	    "%s: afterwards the device migrates %zu pages and returns them intact", test, n);
+	close(fd);
+	munmap(p, len);
+	munmap(buf, len);
+	munmap(want, len);
+}
+
+/* ---------------------------------------------------------------- race */
+
+#define THREADS 4
+#define WORD_PAGES 16
+#define OWN_PER_THREAD 8
+#define OWN_PAGES (THREADS * OWN_PER_THREAD)
+#define RACE_PAGES (WORD_PAGES + OWN_PAGES)
+#define WORDS_PER_PAGE (PAGE / 8)
+
+static char *region;
+static atomic_int stop;
+
+struct racer {
+	int t;
+	uint64_t s;
+	int fd, peer_fd, nic_fd;
+	uint32_t mr;
+	/* Shadows: this thread's words of the word pages, and its own pages. */
+	uint64_t words[WORD_PAGES * WORDS_PER_PAGE / THREADS];
+	char own[OWN_PER_THREAD][PAGE];
+	char buf[RACE_PAGES * PAGE];
+	unsigned long ops[16], failed_ops[16], bad_errno, bad_bytes, forks, bad_children;
+	char first_error[160];
+};
+
+static const char *const race_op_names[] = {
+	"cpu write words", "cpu check words", "cpu write page", "cpu check page",
+	"device write", "device read", "migrate to device", "migrate to system",
+	"madvise dontneed", "mprotect", "mremap", "fork", "peer write", "peer read",
+	"nic write", "nic read",
+};
+#define RACE_OPS (sizeof(race_op_names) / sizeof(race_op_names[0]))
+
+static uint64_t *region_word(int t, size_t k)
+{
+	/* k-th word of thread t: words t, t + THREADS, ... of the word pages. */
+	return (uint64_t *)region + k * THREADS + t;
+}
+
+static char *own_page(int t, int k)
+{
+	return region + (WORD_PAGES + (size_t)k * THREADS + t) * PAGE;
+}
+
+static void race_error(struct racer *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void race_error(struct racer *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (r->first_error[0])
+		return;
+	va_start(ap, fmt);
+	vsnprintf(r->first_error, sizeof(r->first_error), fmt, ap);
+	va_end(ap);
+}
+
+/* Checks this thread's words and own pages against its shadow; bad bytes. */
+static size_t race_check_all(struct racer *r)
+{
+	size_t bad = 0;
+
+	for (size_t k = 0; k < sizeof(r->words) / 8; k++)
+		bad += *region_word(r->t, k) != r->words[k] ? 8 : 0;
+	for (int k = 0; k < OWN_PER_THREAD; k++)
+		bad += differ(own_page(r->t, k), r->own[k], PAGE);
+	return bad;
+}
+
+/* A dmirror command whose failure is expected under the race. */
+static int race_may_fail(struct racer *r, int op, int ret)
+{
+	if (ret == 0)
+		return 0;
+	r->failed_ops[op]++;
+	if (!dmirror_errno_ok(-ret)) {
+		r->bad_errno++;
+		race_error(r, "%s: errno %d", race_op_names[op], -ret);
+	}
+	return ret;
+}
+
+static void *racer_thread(void *arg)
+{
+	struct racer *r = arg;
+	const size_t nwords = sizeof(r->words) / 8;
+
+	while (!atomic_load(&stop)) {
+		int op = (int)rnd_below(&r->s, RACE_OPS);
+		int k = (int)rnd_below(&r->s, OWN_PER_THREAD);
+		char *pg = own_page(r->t, k);
+		uint64_t first = rnd_below(&r->s, RACE_PAGES);
+		uint64_t n = 1 + rnd_below(&r->s, RACE_PAGES - first);
+		size_t bad;
+		int ret;
+
+		if (op >= 12 && op < 14 && r->peer_fd < 0)
+			op = 4 + (op & 1);
+		/* A DMA engine transfer takes 100 ms of emulated time: rarely. */
+		if (op >= 14 && (r->nic_fd < 0 || rnd_below(&r->s, 8)))
+			op = 4 + (op & 1);
+		r->ops[op]++;
+		switch (op) {
+		case 0:
+			for (int i = 0; i < 32; i++) {
+				size_t w = rnd_below(&r->s, nwords);
+
+				r->words[w] = rnd(&r->s);
+				*region_word(r->t, w) = r->words[w];
+			}
+			break;
+		case 1:
+			for (size_t w = 0; w < nwords; w++) {
+				if (*region_word(r->t, w) != r->words[w]) {
+					r->bad_bytes += 8;
+					race_error(r, "word %zu: %#" PRIx64 ", shadow %#" PRIx64, w,
+						   *region_word(r->t, w), r->words[w]);
+				}
+			}
+			break;
+		case 2:
+			fill(r->own[k], PAGE, rnd(&r->s));
+			memcpy(pg, r->own[k], PAGE);
+			break;
+		case 3:
+			bad = differ(pg, r->own[k], PAGE);
+			if (bad)
+				race_error(r, "own page %d: %zu bytes differ (cpu)", k, bad);
+			r->bad_bytes += bad;
+			break;
+		case 4:
+		case 12:
+			fill(r->buf, PAGE, rnd(&r->s));
+			ret = dmirror(op == 4 ? r->fd : r->peer_fd, HMM_DMIRROR_WRITE, pg, r->buf, 1);
+			if (ret) {
+				/* Own pages are never a hole: a write must succeed. */
+				r->failed_ops[op]++;
+				r->bad_errno++;
+				race_error(r, "%s: errno %d", race_op_names[op], -ret);
+				break;
+			}
+			memcpy(r->own[k], r->buf, PAGE);
+			break;
+		case 5:
+		case 13:
+			ret = dmirror(op == 5 ? r->fd : r->peer_fd, HMM_DMIRROR_READ, pg, r->buf, 1);
+			if (ret) {
+				r->failed_ops[op]++;
+				r->bad_errno++;
+				race_error(r, "%s: errno %d", race_op_names[op], -ret);
+				break;
+			}
+			bad = differ(r->buf, r->own[k], PAGE);
+			if (bad)
+				race_error(r, "own page %d: %zu bytes differ (%s)", k, bad,
+					   race_op_names[op]);
+			r->bad_bytes += bad;
+			break;
+		case 6:
+			/*
+			 * Others move, zap and remap their pages meanwhile: a
+			 * migration may hit a hole (EFAULT), a busy page or a
+			 * page that left again before the read-back (ENOENT).
+			 */
+			ret = dmirror(r->fd, HMM_DMIRROR_MIGRATE_TO_DEV, region + first * PAGE,
+				      r->buf, n);
+			race_may_fail(r, op, ret);
+			break;
+		case 7:
+			ret = dmirror(r->fd, HMM_DMIRROR_MIGRATE_TO_SYS, region + first * PAGE,
+				      r->buf, n);
+			race_may_fail(r, op, ret);
+			break;
+		case 14:
+		case 15: {
+			/* Half a page: one transfer of the engine. */
+			size_t half = rnd_below(&r->s, 2) * (PAGE / 2);
+			struct odp_dma_xfer x = {
+				.mr = r->mr,
+				.flags = op == 14 ? ODP_DMA_TO_MR : 0,
+				.iova = (uintptr_t)pg + half,
+				.len = PAGE / 2,
+				.buf = (uintptr_t)r->buf,
+			};
+
+			if (op == 14)
+				fill(r->buf, PAGE / 2, rnd(&r->s));
+			if (ioctl(r->nic_fd, ODP_DMA_XFER, &x)) {
+				r->failed_ops[op]++;
+				r->bad_errno++;
+				race_error(r, "%s: errno %d", race_op_names[op], errno);
+				break;
+			}
+			if (op == 14) {
+				memcpy(r->own[k] + half, r->buf, PAGE / 2);
+				break;
+			}
+			bad = differ(r->buf, r->own[k] + half, PAGE / 2);
+			if (bad)
+				race_error(r, "own page %d: %zu bytes differ (nic read)", k, bad);
+			r->bad_bytes += bad;
+			break;
+		}
+		case 8:
+			madvise(pg, PAGE, MADV_DONTNEED);
+			memset(r->own[k], 0, PAGE);
+			break;
+		case 9:
+			if (mprotect(pg, PAGE, PROT_READ) ||
+			    mprotect(pg, PAGE, PROT_READ | PROT_WRITE))
+				race_error(r, "mprotect: %s", strerror(errno));
+			break;
+		case 10: {
+			/* Away to a fresh address and back (device-private entries move). */
+			void *tmp = mmap(NULL, PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+			if (tmp == MAP_FAILED ||
+			    mremap(pg, PAGE, PAGE, MREMAP_MAYMOVE | MREMAP_FIXED, tmp) == MAP_FAILED ||
+			    mremap(tmp, PAGE, PAGE, MREMAP_MAYMOVE | MREMAP_FIXED, pg) == MAP_FAILED) {
+				r->bad_errno++;
+				race_error(r, "mremap: %s", strerror(errno));
+			}
+			break;
+		}
+		case 11: {
+			/* The child sees this thread's data as it was at the fork. */
+			pid_t pid = fork();
+			int status;
+
+			if (pid == 0)
+				_exit(race_check_all(r) ? 1 : 0);
+			r->forks++;
+			if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+			    WEXITSTATUS(status)) {
+				r->bad_children++;
+				race_error(r, "fork child: status %#x", status);
+			}
+			break;
+		}
+		}
+	}
+	r->bad_bytes += race_check_all(r);
+	return NULL;
+}
+
+static int do_race(int seconds)
+{
+	struct racer *rs[THREADS];
+	pthread_t th[THREADS];
+	unsigned long total = 0, failed = 0, bad_errno = 0, bad_bytes = 0, forks = 0;
+	unsigned long bad_children = 0, ops[RACE_OPS] = { 0 }, fails[RACE_OPS] = { 0 };
+	long resident0 = rvram_stat(dev, "pages_resident"), grants0 = -1, grants;
+	struct odp_dma_stats nic0 = { 0 }, nic1 = { 0 };
+	int fd = open_dev(dev, 0), t;
+	char *check;
+
+	if (peer)
+		grants0 = rvram_stat(dev, "alias_grants");
+	region = map_aligned(RACE_PAGES * PAGE, PMD_SIZE);
+	memset(region, 0, RACE_PAGES * PAGE);
+	for (t = 0; t < THREADS; t++) {
+		struct racer *r = map_anon(sizeof(*r));
+
+		r->t = t;
+		r->s = rnd_stream(seed, t);
+		r->fd = open_dev(dev, 0);
+		r->peer_fd = peer ? open_dev(peer, RVRAM_FLAG_ALIAS_DMA) : -1;
+		r->nic_fd = -1;
+		if (nic) {
+			/* Each thread's own ODP MR over the whole region. */
+			struct odp_dma_reg reg = {
+				.addr = (uintptr_t)region,
+				.len = RACE_PAGES * PAGE,
+				.flags = ODP_DMA_WRITABLE,
+			};
+
+			r->nic_fd = open(nic, O_RDWR);
+			if (r->nic_fd < 0 || ioctl(r->nic_fd, ODP_DMA_REG_MR, &reg)) {
+				fprintf(stderr, "rvram-stress: %s: %s\n", nic, strerror(errno));
+				exit(2);
+			}
+			r->mr = reg.mr;
+			if (t == 0)
+				ioctl(r->nic_fd, ODP_DMA_STATS, &nic0);
+		}
+		rs[t] = r;
+	}
+	for (t = 0; t < THREADS; t++)
+		pthread_create(&th[t], NULL, racer_thread, rs[t]);
+	sleep(seconds);
+	atomic_store(&stop, 1);
+	for (t = 0; t < THREADS; t++)
+		pthread_join(th[t], NULL);
+
+	for (t = 0; t < THREADS; t++) {
+		struct racer *r = rs[t];
+
+		for (size_t i = 0; i < RACE_OPS; i++) {
+			ops[i] += r->ops[i];
+			fails[i] += r->failed_ops[i];
+			total += r->ops[i];
+			failed += r->failed_ops[i];
+		}
+		bad_errno += r->bad_errno;
+		bad_bytes += r->bad_bytes;
+		forks += r->forks;
+		bad_children += r->bad_children;
+		if (r->first_error[0])
+			printf("# thread %d: first error: %s\n", t, r->first_error);
+	}
+	for (size_t i = 0; i < RACE_OPS; i++)
+		printf("# %-18s %7lu (%lu failed)\n", race_op_names[i], ops[i], fails[i]);
+	printf("# %lu operations in %d s by %d threads, %lu failed as the ABI allows\n", total,
+	       seconds, THREADS, failed);
+	tap(total > 0 && ops[6] > fails[6] && ops[7] > fails[7],
+	    "race: the threads ran, and migrations succeeded");
+	tap(bad_errno == 0, "race: every command returned 0 or an errno of the ABI (%lu did not)",
+	    bad_errno);
+	tap(forks > 0 && bad_children == 0,
+	    "race: %lu fork children saw their parent thread's data (%lu did not)", forks,
+	    bad_children);
+	tap(bad_bytes == 0, "race: every word and page equals its shadow (%lu bytes differ)",
+	    bad_bytes);
+
+	/* The whole region to the device and back through it: still every word. */
+	check = map_anon(RACE_PAGES * PAGE);
+	tap(dmirror(fd, HMM_DMIRROR_MIGRATE_TO_DEV, region, check, RACE_PAGES) == 0 &&
+		    dmirror(fd, HMM_DMIRROR_READ, region, check, RACE_PAGES) == 0 &&
+		    !memcmp(check, region, RACE_PAGES * PAGE),
+	    "race: afterwards the region migrates and reads back through the device");
+	bad_bytes = 0;
+	for (t = 0; t < THREADS; t++)
+		bad_bytes += race_check_all(rs[t]);
+	tap(bad_bytes == 0, "race: and every word still equals its shadow");
+	if (peer) {
+		grants = rvram_stat(dev, "alias_grants");
+		printf("# %s alias_grants +%ld\n", dev, grants - grants0);
+		tap(grants > grants0, "race: %s reached the VRAM through P2P aliases", peer);
+	}
+	if (nic) {
+		ioctl(rs[0]->nic_fd, ODP_DMA_STATS, &nic1);
+		printf("# %s: faults +%llu, pages mapped: RAM +%llu, bus +%llu (aliases +%llu); invalidations +%llu; DMA ops +%llu\n",
+		       nic, nic1.faults - nic0.faults, nic1.map_ram - nic0.map_ram,
+		       nic1.map_bus - nic0.map_bus, nic1.map_alias - nic0.map_alias,
+		       nic1.invalidations - nic0.invalidations, nic1.dma_ops - nic0.dma_ops);
+		tap(nic1.dma_ops > nic0.dma_ops && nic1.map_alias > nic0.map_alias,
+		    "race: %s's DMA engine moved data, and reached VRAM through aliases", nic);
+	}
+	munmap(region, RACE_PAGES * PAGE);
+	for (t = 0; t < THREADS; t++) {
+		close(rs[t]->fd);
+		if (rs[t]->peer_fd >= 0)
+			close(rs[t]->peer_fd);
+		if (rs[t]->nic_fd >= 0)
+			close(rs[t]->nic_fd);
+	}
+	close(fd);
+	tap(rvram_stat(dev, "pages_resident") == resident0,
+	    "race: no VRAM page stays resident after the region is gone");
+	return 0;
+}
+
+/* ----------------------------------------------------------------- cow */
+
+static int cow_round(int fd, size_t npages, int thp)
+{
+	size_t len = npages * PAGE, half = len / 2;
+	char *p = thp ? map_aligned(len, PMD_SIZE) : map_anon(len);
+	char *orig = map_anon(len), *mine = map_anon(len), *buf = map_anon(len);
+	const char *what = thp ? "2 MiB folio" : "4 KiB pages";
+	uint64_t gen = rnd_stream(seed, thp);
+	int pipefd[2], status = -1;
+	unsigned char *snap = map_anon(npages);
+	size_t dev_pages = 0;
+	pid_t pid;
+
+	if (thp)
+		madvise(p, len, MADV_HUGEPAGE);
+	fill(orig, len, gen);
+	memcpy(p, orig, len);
+	tap(dmirror(fd, HMM_DMIRROR_MIGRATE_TO_DEV, p, buf, npages) == 0 &&
+		    !memcmp(buf, orig, len),
+	    "cow %s: migrated to VRAM", what);
+	if (dmirror(fd, HMM_DMIRROR_SNAPSHOT, p, snap, npages) == 0)
+		for (size_t i = 0; i < npages; i++)
+			dev_pages += (snap[i] & HMM_DMIRROR_PROT_DEV_PRIVATE_LOCAL) ==
+				     HMM_DMIRROR_PROT_DEV_PRIVATE_LOCAL;
+	tap(dev_pages == npages, "cow %s: %zu of %zu pages in VRAM before fork", what, dev_pages,
+	    npages);
+	if (thp)
+		tap(snap[0] & HMM_DMIRROR_PROT_PMD, "cow %s: mapped by one PMD", what);
+
+	if (pipe(pipefd))
+		return 2;
+	pid = fork();
+	if (pid == 0) {
+		/*
+		 * Child: writes the first half (half the pages with the CPU,
+		 * half through its own file), expects the original in the
+		 * second half; migrates back and checks again.
+		 */
+		int cfd = open_dev(dev, 0), bad = 0;
+		char c;
+
+		close(pipefd[1]);
+		memcpy(mine, orig, len);
+		fill(mine, half, gen + 100);
+		memcpy(p, mine, half / 2);
+		bad |= dmirror(cfd, HMM_DMIRROR_WRITE, p + half / 2, mine + half / 2,
+			       half / 2 / PAGE) != 0;
+		/* Wait for the parent's writes to be done. */
+		bad |= read(pipefd[0], &c, 1) != 1;
+		bad |= memcmp(p, mine, len) != 0;
+		bad |= dmirror(cfd, HMM_DMIRROR_READ, p, buf, npages) != 0 ||
+		       memcmp(buf, mine, len) != 0;
+		bad |= dmirror(cfd, HMM_DMIRROR_MIGRATE_TO_DEV, p, buf, npages) != 0 ||
+		       memcmp(buf, mine, len) != 0;
+		bad |= dmirror(cfd, HMM_DMIRROR_MIGRATE_TO_SYS, p, buf, npages) != 0;
+		bad |= memcmp(p, mine, len) != 0;
+		_exit(bad);
+	}
+	close(pipefd[0]);
+	/* Parent: the second half, half by CPU, half through the device. */
+	memcpy(mine, orig, len);
+	fill(mine + half, half, gen + 200);
+	memcpy(p + half, mine + half, half / 2);
+	tap(dmirror(fd, HMM_DMIRROR_WRITE, p + half + half / 2, mine + half + half / 2,
+		    half / 2 / PAGE) == 0,
+	    "cow %s: parent writes through the device after fork", what);
+	tap(write(pipefd[1], "x", 1) == 1, "cow %s: child released", what);
+	tap(!memcmp(p, mine, len), "cow %s: parent sees its writes and the original elsewhere",
+	    what);
+	tap(dmirror(fd, HMM_DMIRROR_READ, p, buf, npages) == 0 && !memcmp(buf, mine, len),
+	    "cow %s: and so does the parent's device", what);
+	tap(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "cow %s: the child saw its writes and the original elsewhere, before and after migrating back",
+	    what);
+	tap(dmirror(fd, HMM_DMIRROR_MIGRATE_TO_SYS, p, buf, npages) == 0 &&
+		    !memcmp(p, mine, len),
+	    "cow %s: parent's data intact after migrating back", what);
+	close(pipefd[1]);
+	munmap(p, len);
+	munmap(orig, len);
+	munmap(mine, len);
+	munmap(buf, len);
+	munmap(snap, npages);
+	return 0;
+}
+
+static int do_cow(void)
+{
+	long resident0 = rvram_stat(dev, "pages_resident");
+	int fd = open_dev(dev, 0);
+
+	cow_round(fd, 64, 0);
+	cow_round(fd, PMD_SIZE / PAGE, 1);
+	close(fd);
+	tap(rvram_stat(dev, "pages_resident") == resident0,
+	    "cow: no VRAM page stays resident afterwards");
+	return 0;
+}
+
+/* ------------------------------------------------------------- exhaust */
+
+/* Bytes of `n` pages at page `first` of p that are not the pattern fill() gave them. */
+static size_t differ_from_fill(const char *p, size_t first, size_t n, uint64_t gen)
+{
+	const uint64_t *w = (const uint64_t *)p;
+	size_t bad = 0;
+
+	for (size_t i = 0; i < n * PAGE / 8; i++)
+		bad += w[i] != word(gen, first * PAGE / 8 + i) ? 8 : 0;
+	return bad;
+}
+
+/* Reads npages at p through fd, chunk pages at a time; bytes not as fill(seed) wrote them. */
+static size_t read_and_check(int fd, char *p, size_t npages, char *buf, size_t chunk)
+{
+	size_t bad = 0;
+
+	for (size_t done = 0; done < npages; done += chunk) {
+		size_t n = npages - done < chunk ? npages - done : chunk;
+
+		if (dmirror(fd, HMM_DMIRROR_READ, p + done * PAGE, buf, n))
+			bad += n * PAGE;
+		else
+			bad += differ_from_fill(buf, done, n, seed);
+	}
+	return bad;
+}
+
+static int do_exhaust(void)
+{
+	const size_t chunk = 4096; /* 16 MiB pieces, as a driver would migrate */
+	long total = rvram_stat(dev, "pages_total");
+	long resident0 = rvram_stat(dev, "pages_resident"), resident, fails0, grants0;
+	size_t npages, len, done, bad;
+	char *p, *buf;
+	int fd = open_dev(dev, 0), pfd = peer ? open_dev(peer, RVRAM_FLAG_ALIAS_DMA) : -1;
+	unsigned long ok = 0, nofit = 0, other = 0;
+
+	if (total <= 0) {
+		tap(0, "exhaust: %s reports its VRAM size", dev);
+		return 1;
+	}
+	npages = total + total / 4;
+	len = npages * PAGE;
+	p = map_aligned(len, PMD_SIZE);
+	buf = map_anon(chunk * PAGE);
+	fill(p, len, seed);
+	fails0 = rvram_stat(dev, "alloc_failures");
+	for (done = 0; done < npages; done += chunk) {
+		size_t n = npages - done < chunk ? npages - done : chunk;
+		int ret = dmirror(fd, HMM_DMIRROR_MIGRATE_TO_DEV, p + done * PAGE, buf, n);
+
+		if (ret == 0) {
+			ok++;
+		} else if (ret == -ENOMEM || ret == -ENOENT) {
+			nofit++;
+		} else {
+			if (!other++)
+				printf("# migrate to device at page %zu: errno %d\n", done, -ret);
+		}
+	}
+	resident = rvram_stat(dev, "pages_resident");
+	printf("# %zu pages (%zu MiB) for %ld pages of VRAM: %lu pieces migrated, %lu did not fit, %lu other errors; resident %ld, alloc_failures +%ld\n",
+	       npages, len >> 20, total, ok, nofit, other, resident,
+	       rvram_stat(dev, "alloc_failures") - fails0);
+	tap(other == 0, "exhaust: migrations past the end of VRAM fail with ENOMEM or ENOENT");
+	tap(nofit > 0, "exhaust: some migrations did not fit");
+	tap(resident > total * 9 / 10 && resident <= total,
+	    "exhaust: VRAM is (almost) full: %ld of %ld pages", resident, total);
+
+	/* Every byte: through the device, then through the peer's aliases. */
+	bad = read_and_check(fd, p, npages, buf, chunk);
+	tap(bad == 0, "exhaust: the device reads every byte right (%zu differ)", bad);
+	if (pfd >= 0) {
+		grants0 = rvram_stat(dev, "alias_grants");
+		bad = read_and_check(pfd, p, npages, buf, chunk);
+		tap(bad == 0, "exhaust: %s reads every byte right (%zu differ)", peer, bad);
+		tap(rvram_stat(dev, "alias_grants") > grants0 &&
+			    rvram_stat(dev, "pages_resident") == resident,
+		    "exhaust: %s reached the resident part through aliases, and it stayed in VRAM",
+		    peer);
+	}
+
+	/* The CPU: migrates back whatever it touches. */
+	bad = differ_from_fill(p, 0, npages, seed);
+	tap(bad == 0, "exhaust: every byte is right when the CPU reads it (%zu differ)", bad);
+	tap(rvram_stat(dev, "pages_resident") == resident0,
+	    "exhaust: the CPU's reads brought every page back");
+
+	/* Fill VRAM again from the other end, while the device reads. */
+	bad = 0;
+	for (done = 0; done < npages; done += chunk) {
+		size_t first = npages - done > chunk ? npages - done - chunk : 0;
+		size_t n = npages - done - first;
+
+		dmirror(fd, HMM_DMIRROR_MIGRATE_TO_DEV, p + first * PAGE, buf, n);
+		if (dmirror(fd, HMM_DMIRROR_READ, p + first * PAGE, buf, n))
+			bad += n * PAGE;
+		else
+			bad += differ_from_fill(buf, first, n, seed);
+	}
+	tap(bad == 0 && rvram_stat(dev, "pages_resident") > total * 9 / 10,
+	    "exhaust: VRAM full again, the device reads every byte right (%zu differ)", bad);
+	munmap(p, len);
+	tap(rvram_stat(dev, "pages_resident") == resident0,
+	    "exhaust: VRAM is empty again once the memory is unmapped");
+	close(fd);
+	if (pfd >= 0)
+		close(pfd);
+	munmap(buf, chunk * PAGE);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- kill */
+
+/* 64 MiB migrating in a loop; 16 MiB in VRAM accessed through aliases. */
+#define KILL_PAGES (64UL << 20 >> 12)
+#define KILL_ALIAS_PAGES (16UL << 20 >> 12)
+
+static void kill_child(int alias, int round, int ready)
+{
+	size_t npages = alias ? KILL_ALIAS_PAGES : KILL_PAGES;
+	char *p = map_aligned(npages * PAGE, PMD_SIZE);
+	char *buf = map_anon(npages * PAGE);
+	int fd = open_dev(dev, 0), pfd = alias ? open_dev(peer, RVRAM_FLAG_ALIAS_DMA) : -1;
+	uint64_t s = rnd_stream(seed, 1000 + round);
+
+	memset(p, round, npages * PAGE);
+	if (alias)
+		dmirror(fd, HMM_DMIRROR_MIGRATE_TO_DEV, p, buf, npages);
+	/* The parent's clock for the kill starts now. */
+	if (write(ready, "r", 1) != 1)
+		_exit(2);
+	for (;;) {
+		uint64_t first = rnd_below(&s, npages), n = 1 + rnd_below(&s, npages - first);
+
+		if (!alias) {
+			dmirror(fd, HMM_DMIRROR_MIGRATE_TO_DEV, p, buf, npages);
+			dmirror(fd, HMM_DMIRROR_MIGRATE_TO_SYS, p, buf, npages);
+		} else {
+			dmirror(pfd, rnd_below(&s, 2) ? HMM_DMIRROR_READ : HMM_DMIRROR_WRITE,
+				p + first * PAGE, buf, n);
+		}
+	}
+}
+
+static int do_kill(int rounds)
+{
+	long resident0 = rvram_stat(dev, "pages_resident");
+	unsigned long leaked = 0, rounds_done = 0, max_seen = 0, with_pages[2] = { 0 };
+	uint64_t s = rnd_stream(seed, 7);
+
+	for (int i = 0; i < rounds; i++) {
+		int alias = peer && (i & 1), pipefd[2];
+		/*
+		 * Up to 1 s after the child has its memory: in the middle of
+		 * a 64 MiB migration (each takes longer under TCG) or of alias
+		 * accesses.
+		 */
+		struct timespec ts = { 0, 0 };
+		uint64_t ms = rnd_below(&s, 1000);
+		long r = -1;
+		int status;
+		pid_t pid;
+		char c;
+
+		if (pipe(pipefd))
+			return 2;
+		pid = fork();
+		if (pid == 0) {
+			close(pipefd[0]);
+			kill_child(alias, i, pipefd[1]);
+		}
+		close(pipefd[1]);
+		if (read(pipefd[0], &c, 1) != 1)
+			printf("# round %d: the child died before it was ready\n", i);
+		close(pipefd[0]);
+		ts.tv_sec = ms / 1000;
+		ts.tv_nsec = (ms % 1000) * 1000000;
+		nanosleep(&ts, NULL);
+		r = rvram_stat(dev, "pages_resident");
+		if (r > (long)max_seen)
+			max_seen = r;
+		with_pages[alias] += r > resident0;
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		/* The mm is torn down before the parent reaps the child; settle briefly. */
+		for (int w = 0; w < 100; w++) {
+			r = rvram_stat(dev, "pages_resident");
+			if (r == resident0)
+				break;
+			usleep(100000);
+		}
+		if (r != resident0) {
+			leaked++;
+			printf("# round %d (%s, killed after %" PRIu64 " ms): %ld pages resident, want %ld\n",
+			       i, alias ? "aliases" : "migration", ms, r, resident0);
+		}
+		rounds_done++;
+	}
+	printf("# kills with pages in VRAM: %lu while migrating, %lu during alias accesses\n",
+	       with_pages[0], with_pages[1]);
+	printf("# %lu rounds, up to %lu pages seen resident before a kill\n", rounds_done, max_seen);
+	tap(with_pages[0] > 0 && (!peer || with_pages[1] > 0),
+	    "kill: children were killed with pages in VRAM, migrating%s",
+	    peer ? " and during alias accesses" : "");
+	tap(leaked == 0, "kill: after each of %lu SIGKILLs the resident count went back to %ld",
+	    rounds_done, resident0);
+	still_works("kill", 512);
+	tap(rvram_stat(dev, "pages_resident") == resident0, "kill: and VRAM is empty again");
+	return 0;
+}
+
+/* ---------------------------------------------------------------- fuzz */
+
+#define FUZZ_PAGES 64
+#define SIDE 16
+
+static char *fz_anon, *fz_ro, *fz_none, *fz_shared, *fz_file, *fz_devmap;
+static atomic_ulong fz_chaos;
+
+static void *fuzz_chaos(void *arg)
+{
+	uint64_t s = rnd_stream(seed, 99);
+
+	(void)arg;
+	while (!atomic_load(&stop)) {
+		uint64_t first = rnd_below(&s, FUZZ_PAGES), n = 1 + rnd_below(&s, FUZZ_PAGES - first);
+		char *p = fz_anon + first * PAGE;
+
+		switch (rnd_below(&s, 5)) {
+		case 0:
+			munmap(p, n * PAGE);
+			usleep(rnd_below(&s, 500));
+			mmap(p, n * PAGE, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+			break;
+		case 1:
+			mprotect(p, n * PAGE, rnd_below(&s, 2) ? PROT_READ : PROT_NONE);
+			usleep(rnd_below(&s, 500));
+			mprotect(p, n * PAGE, PROT_READ | PROT_WRITE);
+			break;
+		case 2: {
+			void *t = mmap(NULL, n * PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+			if (t != MAP_FAILED &&
+			    mremap(p, n * PAGE, n * PAGE, MREMAP_MAYMOVE | MREMAP_FIXED, t) != MAP_FAILED)
+				mremap(t, n * PAGE, n * PAGE, MREMAP_MAYMOVE | MREMAP_FIXED, p);
+			break;
+		}
+		case 3:
+			madvise(p, n * PAGE, MADV_DONTNEED);
+			break;
+		default:
+			memset(p, (int)rnd_below(&s, 256), n * PAGE);
+			break;
+		}
+		atomic_fetch_add(&fz_chaos, 1);
+	}
+	return NULL;
+}
+
+static uint64_t fuzz_addr(uint64_t *s)
+{
+	switch (rnd_below(s, 12)) {
+	case 0: return 0;
+	case 1: return (uintptr_t)fz_anon + 1 + rnd_below(s, PAGE - 1);	/* unaligned */
+	case 2: return 0xffff888000000000ULL + rnd_below(s, 1 << 20) * PAGE;	/* kernel */
+	case 3: return (uintptr_t)fz_anon + FUZZ_PAGES * PAGE;	/* past the end: a hole */
+	case 4: return (uintptr_t)fz_ro;
+	case 5: return (uintptr_t)fz_none;
+	case 6: return (uintptr_t)fz_shared;
+	case 7: return (uintptr_t)fz_file;
+	case 8: return (uintptr_t)fz_devmap;
+	case 9: return rnd(s) & ~(PAGE - 1);				/* anywhere */
+	case 10: return ~0ULL & ~(PAGE - 1);
+	default: return (uintptr_t)fz_anon + rnd_below(s, FUZZ_PAGES) * PAGE;
+	}
+}
+
+static uint64_t fuzz_npages(uint64_t *s)
+{
+	switch (rnd_below(s, 8)) {
+	case 0: return 0;
+	case 1: return 1ULL << (20 + rnd_below(s, 44));	/* huge */
+	case 2: return ~0ULL - rnd_below(s, 4);		/* wraps */
+	case 3: return (1ULL << 52) - rnd_below(s, 2);	/* bytes wrap */
+	case 4: return rnd(s);
+	default: return 1 + rnd_below(s, 16);
+	}
+}
+
+static uint64_t fuzz_ptr(uint64_t *s, char *buf, uint64_t addr)
+{
+	switch (rnd_below(s, 8)) {
+	case 0: return 0;
+	case 1: return (uintptr_t)fz_ro;
+	case 2: return addr;				/* overlaps addr */
+	case 3: return 0xffff888000000000ULL;
+	case 4: return (uintptr_t)fz_none;
+	case 5: return (uintptr_t)buf + 1 + rnd_below(s, 7);	/* unaligned */
+	default: return (uintptr_t)buf;
+	}
+}
+
+static int do_fuzz(unsigned long calls)
+{
+	static const unsigned long valid[] = {
+		HMM_DMIRROR_READ, HMM_DMIRROR_WRITE, HMM_DMIRROR_MIGRATE_TO_DEV,
+		HMM_DMIRROR_MIGRATE_TO_SYS, HMM_DMIRROR_SNAPSHOT, HMM_DMIRROR_EXCLUSIVE,
+		HMM_DMIRROR_CHECK_EXCLUSIVE, HMM_DMIRROR_RELEASE, HMM_DMIRROR_FLAGS,
+		HMM_DMIRROR_READ_UNLOCKED,
+	};
+	/* Big enough for the largest valid count a call may name. */
+	size_t buflen = (FUZZ_PAGES + 1) * PAGE;
+	char *buf = map_anon(buflen), *argbuf = map_anon(2 * PAGE);
+	unsigned long n_ok = 0, n_random = 0, n_bad = 0, errs[256] = { 0 };
+	long resident0 = rvram_stat(dev, "pages_resident");
+	uint64_t s = rnd_stream(seed, 1);
+	int fd = open_dev(dev, 0), tfd, efd;
+	pthread_t chaos;
+	time_t t0 = time(NULL);
+
+	/* The command sits at the end of argbuf's first page; the second is a hole. */
+	munmap(argbuf + PAGE, PAGE);
+	fz_anon = map_aligned(FUZZ_PAGES * PAGE + PAGE, PMD_SIZE);
+	munmap(fz_anon + FUZZ_PAGES * PAGE, PAGE);
+	fz_ro = mmap(NULL, SIDE * PAGE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	fz_none = mmap(NULL, SIDE * PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	tfd = memfd_create("rvram-stress", 0);
+	if (tfd < 0 || ftruncate(tfd, SIDE * PAGE))
+		return 2;
+	fz_shared = mmap(NULL, SIDE * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, tfd, 0);
+	efd = open("/proc/self/exe", O_RDONLY);
+	fz_file = mmap(NULL, SIDE * PAGE, PROT_READ, MAP_PRIVATE, efd, 0);
+	/* The device's own mmap(): zeroed system pages, VM_MIXEDMAP. */
+	fz_devmap = mmap(NULL, SIDE * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (fz_ro == MAP_FAILED || fz_none == MAP_FAILED || fz_shared == MAP_FAILED ||
+	    fz_file == MAP_FAILED || fz_devmap == MAP_FAILED) {
+		perror("rvram-stress: fuzz mappings");
+		return 2;
+	}
+	memset(fz_anon, 0x11, FUZZ_PAGES * PAGE);
+	memset(fz_shared, 0x22, SIDE * PAGE);
+	pthread_create(&chaos, NULL, fuzz_chaos, NULL);
+
+	for (unsigned long i = 0; i < calls; i++) {
+		struct hmm_dmirror_cmd *c = (struct hmm_dmirror_cmd *)(argbuf + PAGE - sizeof(*c));
+		unsigned long nr;
+		void *arg = c;
+		int ret, e;
+
+		if (rnd_below(&s, 4) == 0) {
+			/* A random command: type 'H' or one no VFS ioctl uses. */
+			static const int types[] = { 'H', 'H', 'H', 'r', 'v', 0xfe };
+
+			nr = _IOC(rnd_below(&s, 4), types[rnd_below(&s, 6)], rnd_below(&s, 256),
+				  rnd_below(&s, 1 << 14));
+			n_random++;
+		} else {
+			nr = valid[rnd_below(&s, sizeof(valid) / sizeof(valid[0]))];
+		}
+		c->addr = fuzz_addr(&s);
+		c->npages = fuzz_npages(&s);
+		c->ptr = fuzz_ptr(&s, buf, c->addr);
+		c->cpages = rnd(&s);
+		c->faults = rnd(&s);
+		if (nr == HMM_DMIRROR_FLAGS) {
+			/* Mostly valid flags: alias modes change how READ/WRITE fault. */
+			static const uint64_t flags[] = { 0, 1, RVRAM_FLAG_ALIAS_DMA,
+							  RVRAM_FLAG_ALIAS_CPU };
+
+			c->npages = rnd_below(&s, 4) ? flags[rnd_below(&s, 4)] : rnd(&s);
+		}
+		if (nr == HMM_DMIRROR_RELEASE && rnd_below(&s, 50))
+			nr = HMM_DMIRROR_SNAPSHOT; /* RELEASE evicts everything: rare */
+		/* The argument itself: NULL, read-only, straddling a hole, kernel. */
+		switch (rnd_below(&s, 16)) {
+		case 0: arg = NULL; break;
+		case 1: arg = fz_ro; break;
+		case 2: arg = argbuf + PAGE - 8; break;	/* runs into the hole */
+		case 3: arg = (void *)0xffff888000001000ULL; break;
+		case 4: arg = fz_none; break;
+		}
+		ret = ioctl(fd, nr, arg);
+		e = errno;
+		if (ret == 0) {
+			n_ok++;
+		} else if (ret != -1 || !dmirror_errno_ok(e)) {
+			if (n_bad++ < 5)
+				printf("# ioctl %#lx addr %#" PRIx64 " npages %#" PRIx64 " ptr %#" PRIx64
+				       ": returned %d errno %d\n",
+				       nr, c->addr, c->npages, c->ptr, ret, e);
+		} else {
+			errs[e & 255]++;
+		}
+	}
+	atomic_store(&stop, 1);
+	pthread_join(chaos, NULL);
+	printf("# %lu ioctls in %ld s (%lu random command numbers), %lu returned 0; chaos ops: %lu\n",
+	       calls, (long)(time(NULL) - t0), n_random, n_ok, atomic_load(&fz_chaos));
+	for (int e = 0; e < 256; e++)
+		if (errs[e])
+			printf("#   %-12s %lu\n", strerrorname_np(e), errs[e]);
+	tap(n_ok > 0, "fuzz: some calls succeeded");
+	tap(n_bad == 0, "fuzz: %lu ioctls returned 0 or an errno of the table (%lu did not)", calls,
+	    n_bad);
+	still_works("fuzz", 32);
+	/* Every target: MIGRATE_TO_DEV also fills the holes of read-only ones. */
+	munmap(fz_anon, FUZZ_PAGES * PAGE);
+	munmap(fz_devmap, SIDE * PAGE);
+	munmap(fz_ro, SIDE * PAGE);
+	munmap(fz_none, SIDE * PAGE);
+	munmap(fz_shared, SIDE * PAGE);
+	munmap(fz_file, SIDE * PAGE);
+	munmap(buf, buflen);
+	munmap(argbuf, PAGE);
+	close(fd);
+	close(tfd);
+	close(efd);
+	tap(rvram_stat(dev, "pages_resident") == resident0,
+	    "fuzz: no VRAM page stays resident once the memory and file are gone");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 2 ? argv[1] : "";
+	int ret = 2;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc < 3) {
+		fprintf(stderr,
+			"usage: %s race DEV PEER|- NIC|- SECONDS SEED\n"
+			"       %s cow DEV SEED\n"
+			"       %s exhaust DEV PEER|- SEED\n"
+			"       %s kill DEV PEER|- ROUNDS SEED\n"
+			"       %s fuzz DEV CALLS SEED\n",
+			argv[0], argv[0], argv[0], argv[0], argv[0]);
+		return 2;
+	}
+	dev = argv[2];
+	seed = strtoull(argv[argc - 1], NULL, 0);
+	printf("TAP version 13\n# rvram-stress");
+	for (int i = 1; i < argc; i++)
+		printf(" %s", argv[i]);
+	printf("\n");
+	if (argc > 4 && (!strcmp(mode, "race") || !strcmp(mode, "exhaust") || !strcmp(mode, "kill")))
+		peer = strcmp(argv[3], "-") ? argv[3] : NULL;
+
+	if (!strcmp(mode, "race") && argc == 7) {
+		nic = strcmp(argv[4], "-") ? argv[4] : NULL;
+		ret = do_race(atoi(argv[5]));
+	} else if (!strcmp(mode, "cow") && argc == 4)
+		ret = do_cow();
+	else if (!strcmp(mode, "exhaust") && argc == 5)
+		ret = do_exhaust();
+	else if (!strcmp(mode, "kill") && argc == 6)
+		ret = do_kill(atoi(argv[4]));
+	else if (!strcmp(mode, "fuzz") && argc == 5)
+		ret = do_fuzz(strtoul(argv[3], NULL, 0));
+	else
+		fprintf(stderr, "rvram-stress: bad arguments for %s\n", mode);
+	if (ret)
+		return ret;
+	return tap_end();
+}
