@@ -226,6 +226,20 @@ static size_t race_check_all(struct racer *r)
 	return bad;
 }
 
+/*
+ * A command on the thread's own page, which is never a hole nor shared
+ * with another writer: any failure is an error. Returns ret.
+ */
+static int race_must(struct racer *r, int op, int ret)
+{
+	if (ret) {
+		r->failed_ops[op]++;
+		r->bad_errno++;
+		race_error(r, "%s: errno %d", race_op_names[op], -ret);
+	}
+	return ret;
+}
+
 /* A dmirror command whose failure is expected under the race. */
 static int race_may_fail(struct racer *r, int op, int ret)
 {
@@ -291,24 +305,15 @@ static void *racer_thread(void *arg)
 		case 12:
 			fill(r->buf, PAGE, rnd(&r->s));
 			ret = dmirror(op == 4 ? r->fd : r->peer_fd, HMM_DMIRROR_WRITE, pg, r->buf, 1);
-			if (ret) {
-				/* Own pages are never a hole: a write must succeed. */
-				r->failed_ops[op]++;
-				r->bad_errno++;
-				race_error(r, "%s: errno %d", race_op_names[op], -ret);
+			if (race_must(r, op, ret))
 				break;
-			}
 			memcpy(r->own[k], r->buf, PAGE);
 			break;
 		case 5:
 		case 13:
 			ret = dmirror(op == 5 ? r->fd : r->peer_fd, HMM_DMIRROR_READ, pg, r->buf, 1);
-			if (ret) {
-				r->failed_ops[op]++;
-				r->bad_errno++;
-				race_error(r, "%s: errno %d", race_op_names[op], -ret);
+			if (race_must(r, op, ret))
 				break;
-			}
 			bad = differ(r->buf, r->own[k], PAGE);
 			if (bad)
 				race_error(r, "own page %d: %zu bytes differ (%s)", k, bad,
@@ -344,12 +349,8 @@ static void *racer_thread(void *arg)
 
 			if (op == 14)
 				fill(r->buf, PAGE / 2, rnd(&r->s));
-			if (ioctl(r->nic_fd, ODP_DMA_XFER, &x)) {
-				r->failed_ops[op]++;
-				r->bad_errno++;
-				race_error(r, "%s: errno %d", race_op_names[op], errno);
+			if (race_must(r, op, ioctl(r->nic_fd, ODP_DMA_XFER, &x) ? -errno : 0))
 				break;
-			}
 			if (op == 14) {
 				memcpy(r->own[k] + half, r->buf, PAGE / 2);
 				break;
