@@ -9,15 +9,20 @@
 #             aliases (rvram1, and the odp_dma test NIC on an edu DMA engine
 #             under the switch when the guest has one: tools/vm.sh
 #             --dma-engines) and without
-#   cow       4 KiB pages and a 2 MiB folio in VRAM shared copy-on-write
+#   cow       4 KiB pages and a 2 MiB folio in VRAM shared copy-on-write,
+#             with the parent's ODP MR on the NIC
 #   exhaust   5/4 of rvram1's VRAM migrated to it; rvram0 reads it through
 #             aliases
 #   kill      SIGKILL in the middle of migrations and alias accesses
 #   fuzz      random and hostile ioctls on each device, targets remapped
 #             meanwhile
+#   unbind    the race, and rvram0's GPU unbound or removed from the bus in
+#             its middle; then rvram unloaded while the CPU and the NIC use
+#             data in VRAM, and loaded again
 #
 # RVRAM_STRESS_SEED replays a run (the seed is printed);
-# RVRAM_STRESS_SCALE multiplies the durations and counts (make soak).
+# RVRAM_STRESS_SCALE multiplies the durations and counts (make soak);
+# RVRAM_STRESS_ONLY="cow unbind" runs only those tests (development).
 # Prints TAP.
 set -u
 . "$(dirname "$0")/tap.sh"
@@ -35,12 +40,18 @@ if [ ! -e /dev/rvram1 ]; then
 	exit 2
 fi
 
+# rvram logs "PCI_ADDR: rvramN: ..." when it binds a GPU; the last is current.
+gpu=$(dmesg | sed -n 's/.* \([0-9a-f]\{4\}:[0-9a-f:.]*\): rvram0: .* MiB of VRAM.*/\1/p' | tail -1)
+if [ -z "$gpu" ]; then
+	echo "rvram-stress.sh: no rvram0 in the kernel log" >&2
+	exit 1
+fi
+
 # The DMA engine under rvram0's switch, for ODP MRs as mlx5 maps them.
 nic=-
 if [ -e "$RVRAM_TOP/tests/odp-dma/odp_dma.ko" ] && modprobe ib_core &&
 	insmod "$RVRAM_TOP/tests/odp-dma/odp_dma.ko" 2>/dev/null; then
 	switch_of() { basename "$(dirname "$(dirname "$(readlink -f "/sys/bus/pci/devices/$1")")")"; }
-	gpu=$(dmesg | sed -n 's/.* \([0-9a-f]\{4\}:[0-9a-f:.]*\): rvram0: .*/\1/p' | tail -1)
 	while read -r addr name; do
 		[ "$(switch_of "$addr")" = "$(switch_of "$gpu")" ] && nic=/dev/$name
 	done < <(dmesg | sed -n 's/.* \([0-9a-f]\{4\}:[0-9a-f:.]*\): \(odp_dma[0-9]\): .*/\1 \2/p')
@@ -53,6 +64,9 @@ echo "# NIC for the race: $nic"
 stress() {
 	local prefix=$1 bound=$2 rc t0=$SECONDS
 	shift 2
+	if [ -n "${RVRAM_STRESS_ONLY:-}" ] && [[ " $RVRAM_STRESS_ONLY " != *" $1 "* ]]; then
+		return
+	fi
 	tap_bounded "$bound" "$out" "$bin" "$@"
 	rc=$?
 	tap_relay "$prefix" "$(cat "$out")"
@@ -62,11 +76,14 @@ stress() {
 race_s=$((30 * scale))
 stress "aliases: " $((race_s + 120)) race /dev/rvram0 /dev/rvram1 $nic $race_s "$seed"
 stress "" $((race_s + 120)) race /dev/rvram0 - - $((race_s * 2 / 3)) $((seed + 1))
-stress "" 300 cow /dev/rvram0 $((seed + 2))
+stress "" 300 cow /dev/rvram0 $nic $((seed + 2))
 stress "" 600 exhaust /dev/rvram1 /dev/rvram0 $((seed + 3))
 stress "" $((300 * scale)) kill /dev/rvram0 /dev/rvram1 $((50 * scale)) $((seed + 4))
 stress "rvram0: " $((300 * scale)) fuzz /dev/rvram0 $((100000 * scale)) $((seed + 5))
 stress "rvram1: " $((300 * scale)) fuzz /dev/rvram1 $((100000 * scale)) $((seed + 6))
+export RVRAM_KO=$RVRAM_TOP/drivers/rvram/rvram.ko
+stress "" $((race_s + 180)) unbind /dev/rvram0 "$gpu" /dev/rvram1 $nic $((race_s * 2 / 3)) \
+	$((seed + 7))
 
 cat /sys/kernel/debug/rvram/rvram*/stats | sed 's/^/# /'
 if [ "$nic" != - ]; then

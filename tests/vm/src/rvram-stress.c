@@ -4,10 +4,11 @@
  * for what real processes do at once, and for hostile input.
  *
  *   rvram-stress race DEV PEER|- NIC|- SECONDS SEED
- *   rvram-stress cow DEV SEED
+ *   rvram-stress cow DEV NIC|- SEED
  *   rvram-stress exhaust DEV PEER|- SEED
  *   rvram-stress kill DEV PEER|- ROUNDS SEED
  *   rvram-stress fuzz DEV CALLS SEED
+ *   rvram-stress unbind DEV PCI_ADDR PEER|- NIC|- SECONDS SEED
  *
  * DEV is /dev/rvramN; PEER a second rvram device under the same PCIe switch,
  * used as a DMA client that reaches DEV's VRAM through P2P aliases, or "-";
@@ -31,7 +32,9 @@
  * cow: a region of 4 KiB pages and a 2 MiB folio in VRAM, shared
  * copy-on-write with a child. Parent and child write different halves, with
  * the CPU and through the device; each sees its own writes and the original
- * data elsewhere, before and after migrating back.
+ * data elsewhere, before and after migrating back. With NIC, the parent
+ * has an ODP MR over the region: the NIC's writes after the fork land in
+ * the parent's memory only, and its reads see what the parent sees.
  *
  * exhaust: 5/4 of DEV's VRAM is migrated to DEV: what does not fit fails
  * with ENOMEM or stays in system memory; VRAM is full, every byte stays
@@ -49,6 +52,13 @@
  * Documentation/misc-devices/rvram.rst), while a second thread unmaps,
  * write-protects and remaps their targets: every call returns 0 or an
  * errno of that table.
+ *
+ * unbind: the race, and in its middle DEV's GPU (at PCI_ADDR) is unbound
+ * or removed from the bus: the threads' commands on DEV fail with ENODEV
+ * from then on, nothing else fails and no word is lost; the GPU comes back
+ * and works. With RVRAM_KO (the module's path) in the environment, rvram
+ * is then unloaded while the CPU and NIC use data in its VRAM, and loaded
+ * again.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -57,6 +67,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -156,6 +167,20 @@ static void still_works(const char *test, size_t n)
 	munmap(want, len);
 }
 
+/* One page between buf and the NIC's MR at iova: 0 or -errno. */
+static int nic_xfer(int nic_fd, uint32_t mr, int to_mr, void *iova, void *buf)
+{
+	struct odp_dma_xfer x = {
+		.mr = mr,
+		.flags = to_mr ? ODP_DMA_TO_MR : 0,
+		.iova = (uintptr_t)iova,
+		.len = PAGE,
+		.buf = (uintptr_t)buf,
+	};
+
+	return ioctl(nic_fd, ODP_DMA_XFER, &x) ? -errno : 0;
+}
+
 /* ---------------------------------------------------------------- race */
 
 #define THREADS 4
@@ -167,6 +192,8 @@ static void still_works(const char *test, size_t n)
 
 static char *region;
 static atomic_int stop;
+/* Unbind: DEV's GPU is going or gone; only the CPU and the NIC run. */
+static atomic_int dev_gone, cpu_and_nic_only;
 
 struct racer {
 	int t;
@@ -177,7 +204,7 @@ struct racer {
 	uint64_t words[WORD_PAGES * WORDS_PER_PAGE / THREADS];
 	char own[OWN_PER_THREAD][PAGE];
 	char buf[RACE_PAGES * PAGE];
-	unsigned long ops[16], failed_ops[16], bad_errno, bad_bytes, forks, bad_children;
+	unsigned long ops[16], failed_ops[16], bad_errno, bad_bytes, forks, bad_children, gone;
 	char first_error[160];
 };
 
@@ -232,6 +259,10 @@ static size_t race_check_all(struct racer *r)
  */
 static int race_must(struct racer *r, int op, int ret)
 {
+	if (ret == -ENODEV && (op == 4 || op == 5) && atomic_load(&dev_gone)) {
+		r->gone++;
+		return ret;
+	}
 	if (ret) {
 		r->failed_ops[op]++;
 		r->bad_errno++;
@@ -272,6 +303,9 @@ static void *racer_thread(void *arg)
 		/* A DMA engine transfer takes 100 ms of emulated time: rarely. */
 		if (op >= 14 && (r->nic_fd < 0 || rnd_below(&r->s, 8)))
 			op = 4 + (op & 1);
+		/* With rvram unloading: the CPU's operations instead of the devices'. */
+		if (atomic_load(&cpu_and_nic_only) && ((op >= 4 && op < 8) || op == 12 || op == 13))
+			op &= 3;
 		r->ops[op]++;
 		switch (op) {
 		case 0:
@@ -403,22 +437,21 @@ static void *racer_thread(void *arg)
 	return NULL;
 }
 
-static int do_race(int seconds)
-{
+/* The threads of one race, and what they had before it. */
+struct race {
 	struct racer *rs[THREADS];
 	pthread_t th[THREADS];
-	unsigned long total = 0, failed = 0, bad_errno = 0, bad_bytes = 0, forks = 0;
-	unsigned long bad_children = 0, ops[RACE_OPS] = { 0 }, fails[RACE_OPS] = { 0 };
-	long resident0 = rvram_stat(dev, "pages_resident"), grants0 = -1, grants;
-	struct odp_dma_stats nic0 = { 0 }, nic1 = { 0 };
-	int fd = open_dev(dev, 0), t;
-	char *check;
+	long resident0, grants0;
+	struct odp_dma_stats nic0;
+};
 
-	if (peer)
-		grants0 = rvram_stat(dev, "alias_grants");
+static void race_setup(struct race *x)
+{
+	x->resident0 = rvram_stat(dev, "pages_resident");
+	x->grants0 = peer ? rvram_stat(dev, "alias_grants") : -1;
 	region = map_aligned(RACE_PAGES * PAGE, PMD_SIZE);
 	memset(region, 0, RACE_PAGES * PAGE);
-	for (t = 0; t < THREADS; t++) {
+	for (int t = 0; t < THREADS; t++) {
 		struct racer *r = map_anon(sizeof(*r));
 
 		r->t = t;
@@ -441,19 +474,38 @@ static int do_race(int seconds)
 			}
 			r->mr = reg.mr;
 			if (t == 0)
-				ioctl(r->nic_fd, ODP_DMA_STATS, &nic0);
+				ioctl(r->nic_fd, ODP_DMA_STATS, &x->nic0);
 		}
-		rs[t] = r;
+		x->rs[t] = r;
 	}
-	for (t = 0; t < THREADS; t++)
-		pthread_create(&th[t], NULL, racer_thread, rs[t]);
-	sleep(seconds);
-	atomic_store(&stop, 1);
-	for (t = 0; t < THREADS; t++)
-		pthread_join(th[t], NULL);
+}
 
-	for (t = 0; t < THREADS; t++) {
-		struct racer *r = rs[t];
+static void race_start(struct race *x)
+{
+	atomic_store(&stop, 0);
+	for (int t = 0; t < THREADS; t++)
+		pthread_create(&x->th[t], NULL, racer_thread, x->rs[t]);
+}
+
+static void race_stop(struct race *x)
+{
+	atomic_store(&stop, 1);
+	for (int t = 0; t < THREADS; t++)
+		pthread_join(x->th[t], NULL);
+}
+
+/*
+ * Sums up the threads' operations since the last report and checks them:
+ * every command returned what the ABI allows, every child and every word
+ * saw the right data. `migrations` asks for successful migrations.
+ */
+static void race_report(struct race *x, const char *test, int seconds, int migrations)
+{
+	unsigned long total = 0, failed = 0, bad_errno = 0, bad_bytes = 0, forks = 0;
+	unsigned long bad_children = 0, gone = 0, ops[RACE_OPS] = { 0 }, fails[RACE_OPS] = { 0 };
+
+	for (int t = 0; t < THREADS; t++) {
+		struct racer *r = x->rs[t];
 
 		for (size_t i = 0; i < RACE_OPS; i++) {
 			ops[i] += r->ops[i];
@@ -465,22 +517,74 @@ static int do_race(int seconds)
 		bad_bytes += r->bad_bytes;
 		forks += r->forks;
 		bad_children += r->bad_children;
+		gone += r->gone;
 		if (r->first_error[0])
-			printf("# thread %d: first error: %s\n", t, r->first_error);
+			printf("# %s: thread %d: first error: %s\n", test, t, r->first_error);
+		memset(r->ops, 0, sizeof(r->ops));
+		memset(r->failed_ops, 0, sizeof(r->failed_ops));
+		r->bad_errno = r->bad_bytes = r->forks = r->bad_children = r->gone = 0;
+		r->first_error[0] = 0;
 	}
 	for (size_t i = 0; i < RACE_OPS; i++)
 		printf("# %-18s %7lu (%lu failed)\n", race_op_names[i], ops[i], fails[i]);
-	printf("# %lu operations in %d s by %d threads, %lu failed as the ABI allows\n", total,
-	       seconds, THREADS, failed);
-	tap(total > 0 && ops[6] > fails[6] && ops[7] > fails[7],
-	    "race: the threads ran, and migrations succeeded");
-	tap(bad_errno == 0, "race: every command returned 0 or an errno of the ABI (%lu did not)",
-	    bad_errno);
+	printf("# %lu operations in %d s by %d threads, %lu failed as the ABI allows, %lu with ENODEV from a removed GPU\n",
+	       total, seconds, THREADS, failed, gone);
+	tap(total > 0 && (!migrations || (ops[6] > fails[6] && ops[7] > fails[7])),
+	    "%s: the threads ran%s", test, migrations ? ", and migrations succeeded" : "");
+	tap(bad_errno == 0, "%s: every command returned 0 or an errno of the ABI (%lu did not)",
+	    test, bad_errno);
 	tap(forks > 0 && bad_children == 0,
-	    "race: %lu fork children saw their parent thread's data (%lu did not)", forks,
+	    "%s: %lu fork children saw their parent thread's data (%lu did not)", test, forks,
 	    bad_children);
-	tap(bad_bytes == 0, "race: every word and page equals its shadow (%lu bytes differ)",
+	tap(bad_bytes == 0, "%s: every word and page equals its shadow (%lu bytes differ)", test,
 	    bad_bytes);
+}
+
+static void race_close(struct race *x)
+{
+	munmap(region, RACE_PAGES * PAGE);
+	for (int t = 0; t < THREADS; t++) {
+		close(x->rs[t]->fd);
+		if (x->rs[t]->peer_fd >= 0)
+			close(x->rs[t]->peer_fd);
+		if (x->rs[t]->nic_fd >= 0)
+			close(x->rs[t]->nic_fd);
+		munmap(x->rs[t], sizeof(*x->rs[t]));
+	}
+}
+
+/*
+ * The NIC's counters since race_setup() or the last report: its engine
+ * moved data and, with
+ * `aliases`, reached VRAM through aliases.
+ */
+static void race_nic_report(struct race *x, const char *test, int aliases)
+{
+	struct odp_dma_stats n1 = { 0 }, *n0 = &x->nic0;
+
+	ioctl(x->rs[0]->nic_fd, ODP_DMA_STATS, &n1);
+	printf("# %s: faults +%llu, pages mapped: RAM +%llu, bus +%llu (aliases +%llu); invalidations +%llu; DMA ops +%llu\n",
+	       nic, n1.faults - n0->faults, n1.map_ram - n0->map_ram, n1.map_bus - n0->map_bus,
+	       n1.map_alias - n0->map_alias, n1.invalidations - n0->invalidations,
+	       n1.dma_ops - n0->dma_ops);
+	tap(n1.dma_ops > n0->dma_ops && (!aliases || n1.map_alias > n0->map_alias),
+	    "%s: %s's DMA engine moved data%s", test, nic,
+	    aliases ? ", and reached VRAM through aliases" : "");
+	*n0 = n1;
+}
+
+static int do_race(int seconds)
+{
+	struct race x;
+	int fd = open_dev(dev, 0);
+	size_t bad = 0;
+	char *check;
+
+	race_setup(&x);
+	race_start(&x);
+	sleep(seconds);
+	race_stop(&x);
+	race_report(&x, "race", seconds, 1);
 
 	/* The whole region to the device and back through it: still every word. */
 	check = map_anon(RACE_PAGES * PAGE);
@@ -488,41 +592,201 @@ static int do_race(int seconds)
 		    dmirror(fd, HMM_DMIRROR_READ, region, check, RACE_PAGES) == 0 &&
 		    !memcmp(check, region, RACE_PAGES * PAGE),
 	    "race: afterwards the region migrates and reads back through the device");
-	bad_bytes = 0;
-	for (t = 0; t < THREADS; t++)
-		bad_bytes += race_check_all(rs[t]);
-	tap(bad_bytes == 0, "race: and every word still equals its shadow");
+	for (int t = 0; t < THREADS; t++)
+		bad += race_check_all(x.rs[t]);
+	tap(bad == 0, "race: and every word still equals its shadow");
 	if (peer) {
-		grants = rvram_stat(dev, "alias_grants");
-		printf("# %s alias_grants +%ld\n", dev, grants - grants0);
-		tap(grants > grants0, "race: %s reached the VRAM through P2P aliases", peer);
+		long grants = rvram_stat(dev, "alias_grants");
+
+		printf("# %s alias_grants +%ld\n", dev, grants - x.grants0);
+		tap(grants > x.grants0, "race: %s reached the VRAM through P2P aliases", peer);
 	}
+	if (nic)
+		race_nic_report(&x, "race", 1);
+	race_close(&x);
+	munmap(check, RACE_PAGES * PAGE);
+	close(fd);
+	tap(rvram_stat(dev, "pages_resident") == x.resident0,
+	    "race: no VRAM page stays resident after the region is gone");
+	return 0;
+}
+
+/* -------------------------------------------------------------- unbind */
+
+static int sysfs_write(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY);
+	int ret;
+
+	if (fd < 0)
+		return -errno;
+	ret = write(fd, val, strlen(val)) < 0 ? -errno : 0;
+	close(fd);
+	return ret;
+}
+
+/* Waits up to 10 s for `path` to exist. */
+static int wait_for(const char *path)
+{
+	for (int i = 0; i < 100; i++) {
+		if (!access(path, F_OK))
+			return 0;
+		usleep(100000);
+	}
+	return -1;
+}
+
+static long ms_since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (t1.tv_sec - t0->tv_sec) * 1000 + (t1.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/*
+ * Puts the whole region in DEV's VRAM through a fresh file (the racers
+ * may move pages meanwhile: no error is one), then has the NIC read one
+ * page of each thread, mapping it: pages found resident.
+ */
+static long race_region_to_vram(struct race *x, long *nic_aliases)
+{
+	int fd = open_dev(dev, 0);
+	char *buf = map_anon(RACE_PAGES * PAGE);
+	unsigned char *snap = map_anon(RACE_PAGES);
+	struct odp_dma_stats st0 = { 0 }, st1 = { 0 };
+	long n = 0;
+
+	dmirror(fd, HMM_DMIRROR_MIGRATE_TO_DEV, region, buf, RACE_PAGES);
+	if (!dmirror(fd, HMM_DMIRROR_SNAPSHOT, region, snap, RACE_PAGES))
+		for (size_t i = 0; i < RACE_PAGES; i++)
+			n += (snap[i] & HMM_DMIRROR_PROT_DEV_PRIVATE_LOCAL) ==
+			     HMM_DMIRROR_PROT_DEV_PRIVATE_LOCAL;
+	*nic_aliases = 0;
 	if (nic) {
-		ioctl(rs[0]->nic_fd, ODP_DMA_STATS, &nic1);
-		printf("# %s: faults +%llu, pages mapped: RAM +%llu, bus +%llu (aliases +%llu); invalidations +%llu; DMA ops +%llu\n",
-		       nic, nic1.faults - nic0.faults, nic1.map_ram - nic0.map_ram,
-		       nic1.map_bus - nic0.map_bus, nic1.map_alias - nic0.map_alias,
-		       nic1.invalidations - nic0.invalidations, nic1.dma_ops - nic0.dma_ops);
-		tap(nic1.dma_ops > nic0.dma_ops && nic1.map_alias > nic0.map_alias,
-		    "race: %s's DMA engine moved data, and reached VRAM through aliases", nic);
-	}
-	munmap(region, RACE_PAGES * PAGE);
-	for (t = 0; t < THREADS; t++) {
-		close(rs[t]->fd);
-		if (rs[t]->peer_fd >= 0)
-			close(rs[t]->peer_fd);
-		if (rs[t]->nic_fd >= 0)
-			close(rs[t]->nic_fd);
+		ioctl(x->rs[0]->nic_fd, ODP_DMA_STATS, &st0);
+		for (int t = 0; t < THREADS; t++)
+			nic_xfer(x->rs[0]->nic_fd, x->rs[0]->mr, 0, own_page(t, 0), buf);
+		ioctl(x->rs[0]->nic_fd, ODP_DMA_STATS, &st1);
+		*nic_aliases = (long)(st1.map_alias - st0.map_alias);
 	}
 	close(fd);
-	tap(rvram_stat(dev, "pages_resident") == resident0,
-	    "race: no VRAM page stays resident after the region is gone");
+	munmap(buf, RACE_PAGES * PAGE);
+	munmap(snap, RACE_PAGES);
+	return n;
+}
+
+/*
+ * The race of do_race(), and in its middle DEV's GPU goes away: unbound
+ * from rvram or removed from the PCI bus (the seed chooses). Its data is
+ * evicted while the threads keep migrating, reading and writing: device
+ * commands on DEV then fail with ENODEV, everything else goes on and no
+ * word is lost. Then the GPU comes back. With RVRAM_KO set, the module is
+ * also unloaded while the CPU and the NIC use VRAM-resident data (its
+ * files closed, as unloading requires), and loaded again from RVRAM_KO.
+ */
+static int do_unbind(const char *pci, int seconds)
+{
+	const char *ko = getenv("RVRAM_KO");
+	uint64_t s = rnd_stream(seed, 100);
+	int remove = (int)rnd_below(&s, 2), before = 1 + (int)rnd_below(&s, seconds / 2 + 1);
+	char path[256];
+	struct timespec t0;
+	struct race x;
+	long resident, aliases, grants;
+	int ret, enodev = 0;
+
+	race_setup(&x);
+	race_start(&x);
+	sleep(before);
+	ret = syscall(SYS_delete_module, "rvram", O_NONBLOCK) ? errno : 0;
+	tap(ret == EWOULDBLOCK || ret == EBUSY,
+	    "unbind: rvram refuses to unload while its files are open (errno %d)", ret);
+
+	resident = race_region_to_vram(&x, &aliases);
+	grants = rvram_stat(dev, "alias_grants") - x.grants0;
+	if (peer)
+		tap(grants > 0, "unbind: %s holds P2P aliases of %s's VRAM (%ld granted so far)",
+		    peer, dev, grants);
+	atomic_store(&dev_gone, 1);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (remove) {
+		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/remove", pci);
+		ret = sysfs_write(path, "1");
+	} else {
+		ret = sysfs_write("/sys/bus/pci/drivers/rvram/unbind", pci);
+	}
+	tap(ret == 0, "unbind: %s %s while %d threads race on its VRAM (%ld pages resident, %ld mapped by the NIC as aliases, just before; %ld ms)",
+	    remove ? "remove" : "unbind", pci, THREADS, resident, aliases, ms_since(&t0));
+	sleep(seconds - before > 1 ? seconds - before : 1);
+	race_stop(&x);
+	race_report(&x, "unbind", seconds, 0);
+	for (int t = 0; t < THREADS; t++)
+		enodev += dmirror(x.rs[t]->fd, HMM_DMIRROR_READ, own_page(t, 0), x.rs[t]->buf, 1) ==
+			  -ENODEV;
+	tap(enodev == THREADS, "unbind: %d of %d open files of the removed GPU return ENODEV",
+	    enodev, THREADS);
+	if (nic)
+		race_nic_report(&x, "unbind", 0);
+
+	if (remove)
+		ret = sysfs_write("/sys/bus/pci/rescan", "1");
+	else
+		ret = sysfs_write("/sys/bus/pci/drivers/rvram/bind", pci);
+	tap(ret == 0 && wait_for(dev) == 0, "unbind: %s %s again: %s is back",
+	    remove ? "rescan, and rvram binds" : "bind", pci, dev);
+	tap(rvram_stat(dev, "pages_resident") == 0, "unbind: the new %s starts with empty VRAM",
+	    dev);
+	still_works("unbind", 64);
+
+	if (ko) {
+		/* Files closed, the data in VRAM, the NIC's MRs over it. */
+		for (int t = 0; t < THREADS; t++) {
+			close(x.rs[t]->fd);
+			x.rs[t]->fd = -1;
+			if (x.rs[t]->peer_fd >= 0)
+				close(x.rs[t]->peer_fd);
+			x.rs[t]->peer_fd = -1;
+		}
+		resident = race_region_to_vram(&x, &aliases);
+		if (nic)
+			tap(aliases > 0, "unload: the NIC maps %ld VRAM pages through aliases",
+			    aliases);
+		atomic_store(&cpu_and_nic_only, 1);
+		race_start(&x);
+		/* The CPU takes pages back fast: unload soon. */
+		usleep(rnd_below(&s, 100000));
+		resident = rvram_stat(dev, "pages_resident");
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		ret = syscall(SYS_delete_module, "rvram", O_NONBLOCK) ? errno : 0;
+		tap(ret == 0, "unload: rmmod rvram while %d threads use its VRAM (%ld pages resident) with the CPU%s (errno %d; %ld ms)",
+		    THREADS, resident, nic ? " and the NIC" : "", ret, ms_since(&t0));
+		sleep(1);
+		race_stop(&x);
+		race_report(&x, "unload", 1, 0);
+		if (nic)
+			race_nic_report(&x, "unload", 0);
+		atomic_store(&cpu_and_nic_only, 0);
+		if (!ret) {
+			int kfd = open(ko, O_RDONLY | O_CLOEXEC);
+
+			ret = kfd < 0 || syscall(SYS_finit_module, kfd, "", 0) ? errno : 0;
+			if (kfd >= 0)
+				close(kfd);
+			tap(ret == 0 && wait_for(dev) == 0 && (!peer || wait_for(peer) == 0),
+			    "unload: rvram loads again from %s (errno %d)", ko, ret);
+			still_works("unload", 64);
+		}
+	}
+	race_close(&x);
+	tap(rvram_stat(dev, "pages_resident") == 0,
+	    "unbind: no VRAM page stays resident after the region is gone");
 	return 0;
 }
 
 /* ----------------------------------------------------------------- cow */
 
-static int cow_round(int fd, size_t npages, int thp)
+static int cow_round(int fd, int nic_fd, size_t npages, int thp)
 {
 	size_t len = npages * PAGE, half = len / 2;
 	char *p = thp ? map_aligned(len, PMD_SIZE) : map_anon(len);
@@ -532,6 +796,8 @@ static int cow_round(int fd, size_t npages, int thp)
 	int pipefd[2], status = -1;
 	unsigned char *snap = map_anon(npages);
 	size_t dev_pages = 0;
+	struct odp_dma_reg reg = { 0 };
+	struct odp_dma_stats st0 = { 0 }, st1 = { 0 };
 	pid_t pid;
 
 	if (thp)
@@ -549,20 +815,33 @@ static int cow_round(int fd, size_t npages, int thp)
 	    npages);
 	if (thp)
 		tap(snap[0] & HMM_DMIRROR_PROT_PMD, "cow %s: mapped by one PMD", what);
+	if (nic_fd >= 0) {
+		/* The parent's ODP MR; the NIC maps the VRAM before the fork. */
+		reg.addr = (uintptr_t)p;
+		reg.len = len;
+		reg.flags = ODP_DMA_WRITABLE;
+		ioctl(nic_fd, ODP_DMA_STATS, &st0);
+		tap(ioctl(nic_fd, ODP_DMA_REG_MR, &reg) == 0 &&
+			    nic_xfer(nic_fd, reg.mr, 0, p, buf) == 0 && !memcmp(buf, orig, PAGE),
+		    "cow %s: the parent's ODP MR reads the VRAM-resident data by DMA", what);
+	}
 
 	if (pipe(pipefd))
 		return 2;
 	pid = fork();
 	if (pid == 0) {
 		/*
-		 * Child: writes the first half (half the pages with the CPU,
-		 * half through its own file), expects the original in the
-		 * second half; migrates back and checks again.
+		 * Child: once the parent's NIC has written its MR, checks
+		 * that it sees none of that; writes the first half (half the
+		 * pages with the CPU, half through its own file), expects the
+		 * original in the second half; migrates back and checks again.
 		 */
 		int cfd = open_dev(dev, 0), bad = 0;
 		char c;
 
 		close(pipefd[1]);
+		bad |= read(pipefd[0], &c, 1) != 1;
+		bad |= memcmp(p, orig, len) != 0;
 		memcpy(mine, orig, len);
 		fill(mine, half, gen + 100);
 		memcpy(p, mine, half / 2);
@@ -580,18 +859,44 @@ static int cow_round(int fd, size_t npages, int thp)
 		_exit(bad);
 	}
 	close(pipefd[0]);
-	/* Parent: the second half, half by CPU, half through the device. */
 	memcpy(mine, orig, len);
-	fill(mine + half, half, gen + 200);
+	if (nic_fd >= 0) {
+		/*
+		 * The NIC writes, into the parent's memory only, a page of
+		 * the child's half and one of the parent's: the shared pages
+		 * must not take the write.
+		 */
+		fill(mine, PAGE, gen + 300);
+		fill(mine + len - PAGE, PAGE, gen + 301);
+		tap(nic_xfer(nic_fd, reg.mr, 1, p, mine) == 0 &&
+			    nic_xfer(nic_fd, reg.mr, 1, p + len - PAGE, mine + len - PAGE) == 0,
+		    "cow %s: the NIC writes the parent's MR after fork", what);
+	}
+	tap(write(pipefd[1], "x", 1) == 1, "cow %s: child started", what);
+	/* Parent: the second half but its last page, half by CPU, half through the device. */
+	fill(mine + half, half - PAGE, gen + 200);
 	memcpy(p + half, mine + half, half / 2);
 	tap(dmirror(fd, HMM_DMIRROR_WRITE, p + half + half / 2, mine + half + half / 2,
-		    half / 2 / PAGE) == 0,
+		    half / 2 / PAGE - 1) == 0,
 	    "cow %s: parent writes through the device after fork", what);
 	tap(write(pipefd[1], "x", 1) == 1, "cow %s: child released", what);
 	tap(!memcmp(p, mine, len), "cow %s: parent sees its writes and the original elsewhere",
 	    what);
 	tap(dmirror(fd, HMM_DMIRROR_READ, p, buf, npages) == 0 && !memcmp(buf, mine, len),
 	    "cow %s: and so does the parent's device", what);
+	if (nic_fd >= 0) {
+		tap(nic_xfer(nic_fd, reg.mr, 0, p, buf) == 0 && !memcmp(buf, mine, PAGE) &&
+			    nic_xfer(nic_fd, reg.mr, 0, p + half + half / 2, buf) == 0 &&
+			    !memcmp(buf, mine + half + half / 2, PAGE),
+		    "cow %s: and so does the NIC, through the parent's MR", what);
+		ioctl(nic_fd, ODP_DMA_STATS, &st1);
+		printf("# cow %s: NIC faults +%llu, pages mapped: RAM +%llu, aliases +%llu; invalidations +%llu\n",
+		       what, st1.faults - st0.faults, st1.map_ram - st0.map_ram,
+		       st1.map_alias - st0.map_alias, st1.invalidations - st0.invalidations);
+		tap(st1.map_alias > st0.map_alias && st1.invalidations > st0.invalidations,
+		    "cow %s: the NIC mapped VRAM through aliases, and the fork invalidated them",
+		    what);
+	}
 	tap(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
 	    "cow %s: the child saw its writes and the original elsewhere, before and after migrating back",
 	    what);
@@ -599,6 +904,8 @@ static int cow_round(int fd, size_t npages, int thp)
 		    !memcmp(p, mine, len),
 	    "cow %s: parent's data intact after migrating back", what);
 	close(pipefd[1]);
+	if (nic_fd >= 0)
+		ioctl(nic_fd, ODP_DMA_DEREG_MR, &reg.mr);
 	munmap(p, len);
 	munmap(orig, len);
 	munmap(mine, len);
@@ -610,10 +917,19 @@ static int cow_round(int fd, size_t npages, int thp)
 static int do_cow(void)
 {
 	long resident0 = rvram_stat(dev, "pages_resident");
-	int fd = open_dev(dev, 0);
+	int fd = open_dev(dev, 0), nic_fd = -1;
 
-	cow_round(fd, 64, 0);
-	cow_round(fd, PMD_SIZE / PAGE, 1);
+	if (nic) {
+		nic_fd = open(nic, O_RDWR);
+		if (nic_fd < 0) {
+			fprintf(stderr, "rvram-stress: %s: %s\n", nic, strerror(errno));
+			return 2;
+		}
+	}
+	cow_round(fd, nic_fd, 64, 0);
+	cow_round(fd, nic_fd, PMD_SIZE / PAGE, 1);
+	if (nic_fd >= 0)
+		close(nic_fd);
 	close(fd);
 	tap(rvram_stat(dev, "pages_resident") == resident0,
 	    "cow: no VRAM page stays resident afterwards");
@@ -1055,11 +1371,12 @@ int main(int argc, char **argv)
 	if (argc < 3) {
 		fprintf(stderr,
 			"usage: %s race DEV PEER|- NIC|- SECONDS SEED\n"
-			"       %s cow DEV SEED\n"
+			"       %s cow DEV NIC|- SEED\n"
 			"       %s exhaust DEV PEER|- SEED\n"
 			"       %s kill DEV PEER|- ROUNDS SEED\n"
-			"       %s fuzz DEV CALLS SEED\n",
-			argv[0], argv[0], argv[0], argv[0], argv[0]);
+			"       %s fuzz DEV CALLS SEED\n"
+			"       %s unbind DEV PCI_ADDR PEER|- NIC|- SECONDS SEED\n",
+			argv[0], argv[0], argv[0], argv[0], argv[0], argv[0]);
 		return 2;
 	}
 	dev = argv[2];
@@ -1074,14 +1391,21 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "race") && argc == 7) {
 		nic = strcmp(argv[4], "-") ? argv[4] : NULL;
 		ret = do_race(atoi(argv[5]));
-	} else if (!strcmp(mode, "cow") && argc == 4)
+	} else if (!strcmp(mode, "cow") && argc == 5) {
+		nic = strcmp(argv[3], "-") ? argv[3] : NULL;
 		ret = do_cow();
+	}
 	else if (!strcmp(mode, "exhaust") && argc == 5)
 		ret = do_exhaust();
 	else if (!strcmp(mode, "kill") && argc == 6)
 		ret = do_kill(atoi(argv[4]));
 	else if (!strcmp(mode, "fuzz") && argc == 5)
 		ret = do_fuzz(strtoul(argv[3], NULL, 0));
+	else if (!strcmp(mode, "unbind") && argc == 8) {
+		peer = strcmp(argv[4], "-") ? argv[4] : NULL;
+		nic = strcmp(argv[5], "-") ? argv[5] : NULL;
+		ret = do_unbind(argv[3], atoi(argv[6]));
+	}
 	else
 		fprintf(stderr, "rvram-stress: bad arguments for %s\n", mode);
 	if (ret)
