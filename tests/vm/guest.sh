@@ -62,7 +62,7 @@ alias)
 	# Two GPUs under the switch and one far GPU (tools/vm.sh --far-gpus 1),
 	# and two DMA engines (--dma-engines).
 	expect kunit:rvram_vram rvram-alias rdma-odp-ram rdma-odp-alias rdma-odp-migrate
-	expect pyverbs-odp rdma-unbind odp-dma
+	expect pyverbs-odp rdma-unbind rdma-fuzz odp-dma
 	run_suite rvram-alias "$T/rvram-alias.sh"
 	# rdma-core's own ODP tests on rxe, with the series applied.
 	run_suite pyverbs-odp "$T/pyverbs-odp.sh"
@@ -73,6 +73,9 @@ alias)
 	run_suite rdma-odp-migrate "$T/rdma-odp.sh" migrate
 	# The GPU unbinds under RDMA traffic through its aliases.
 	run_suite rdma-unbind "$T/rdma-unbind.sh"
+	# Random and hostile RDMA operations while the memory moves, is
+	# unmapped and protected (about a minute).
+	run_suite rdma-fuzz "$T/rdma-fuzz.sh"
 	# The hardware-NIC branch: a DMA engine under the switch and one behind
 	# the host bridge (tools/vm.sh --dma-engines), ODP MRs as mlx5 maps them.
 	run_suite odp-dma "$T/odp-dma.sh"

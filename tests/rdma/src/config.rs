@@ -229,6 +229,11 @@ pub struct Config {
     /// `--unbind PCI_ADDR`: instead of the suite, unbind the GPU at this
     /// address during RDMA traffic ([`crate::unbind`]).
     pub unbind: Option<String>,
+    /// `--fuzz OPS`: instead of the suite, OPS random operations while the
+    /// memory moves ([`crate::fuzz`]).
+    pub fuzz: Option<usize>,
+    /// `--seed N`: the fuzz's seed (default: from the clock, printed).
+    pub seed: Option<u64>,
 }
 
 impl Default for Config {
@@ -247,6 +252,8 @@ impl Default for Config {
             bench: None,
             demo: false,
             unbind: None,
+            fuzz: None,
+            seed: None,
         }
     }
 }
@@ -323,6 +330,12 @@ options:
                      PCI_ADDR (the one behind --vram) through sysfs while
                      RDMA WRITEs and READs run against its VRAM, check every
                      byte, then bind it again (at the first --mtu)
+  --fuzz OPS         with --vram: instead of the suite, OPS random RDMA
+                     WRITEs and READs (stable pages, pages a second thread
+                     unmaps and protects, outside the MR, bad rkeys) while
+                     the target moves between VRAM and RAM (at the first
+                     --mtu); every completion status and byte is checked
+  --seed N           the --fuzz seed (default: from the clock; printed)
   -h, --help         this text
 ";
 
@@ -390,6 +403,14 @@ where
                 }
                 cfg.unbind = Some(addr);
             }
+            "--fuzz" => {
+                let ops: usize = parse_int(&flag, &value()?)?;
+                if ops == 0 {
+                    return Err(format!("{flag} must be at least 1"));
+                }
+                cfg.fuzz = Some(ops);
+            }
+            "--seed" => cfg.seed = Some(parse_int(&flag, &value()?)?),
             "--bench" => {
                 bench.get_or_insert_with(Bench::default);
             }
@@ -449,6 +470,7 @@ where
         (None, Some(_)) => return Err("--expect needs --vram".to_owned()),
         (None, None) if cfg.demo => return Err("--demo needs --vram".to_owned()),
         (None, None) if cfg.unbind.is_some() => return Err("--unbind needs --vram".to_owned()),
+        (None, None) if cfg.fuzz.is_some() => return Err("--fuzz needs --vram".to_owned()),
         (None, None) => None,
     };
     if cfg.vram.is_some() {
@@ -550,6 +572,19 @@ mod tests {
         assert!(cfg.odp);
         assert!(cfg.cpu_check);
         assert_eq!(cfg.timeout, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn fuzz_needs_vram_and_ops() {
+        assert_eq!(run(&[]).fuzz, None);
+        let cfg = run(&["--vram", "/dev/rvram0", "--fuzz", "100", "--seed", "7"]);
+        assert_eq!((cfg.fuzz, cfg.seed), (Some(100), Some(7)));
+        assert_eq!(
+            parse_args(["--fuzz", "100"]).err().as_deref(),
+            Some("--fuzz needs --vram")
+        );
+        assert!(parse_args(["--vram", "/dev/rvram0", "--fuzz", "0"]).is_err());
+        assert!(parse_args(["--vram", "/dev/rvram0", "--fuzz", "x"]).is_err());
     }
 
     #[test]

@@ -18,7 +18,8 @@
 //! extra result per case checks, from rvram's counters and a snapshot of
 //! the target, whether rxe reached the pages through their P2P alias or
 //! migrated them back to RAM. [`invalidate`] remaps and unmaps parts of a
-//! registered target; [`unbind`] unbinds the GPU during RDMA traffic.
+//! registered target; [`unbind`] unbinds the GPU during RDMA traffic;
+//! [`fuzz`] posts random and hostile operations while the memory moves.
 //! [`bench`] counts what P2P aliases save against migration: the NIC's
 //! fault path alone (a synchronous ODP prefetch, [`advise`]), the
 //! NIC-then-GPU pipeline, a GPU peer, and bandwidth.
@@ -29,6 +30,7 @@ pub mod cases;
 pub mod config;
 pub mod demo;
 pub mod error;
+pub mod fuzz;
 pub mod invalidate;
 pub mod mmap;
 pub mod pattern;

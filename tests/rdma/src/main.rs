@@ -62,7 +62,18 @@ fn main() -> ExitCode {
 
     let mut results = Vec::new();
     let suite = !cfg.bench.as_ref().is_some_and(|b| b.only);
-    if let (Some(gpu), Some(vram)) = (&cfg.unbind, &cfg.vram) {
+    if let (Some(ops), Some(vram)) = (cfg.fuzz, &cfg.vram) {
+        let seed = cfg.seed.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
+        tap.comment(&format!("fuzz seed {seed} (--seed replays it)"));
+        for r in rvram_rdma_test::fuzz::run_fuzz(&cfg, cfg.mtus[0], vram, ops, seed) {
+            tap.result(&r);
+            results.push(r);
+        }
+    } else if let (Some(gpu), Some(vram)) = (&cfg.unbind, &cfg.vram) {
         let mtu = cfg.mtus[0];
         for r in rvram_rdma_test::unbind::run_unbind(&cfg, mtu, vram, gpu) {
             tap.result(&r);

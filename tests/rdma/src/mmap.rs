@@ -41,6 +41,38 @@ impl Mmap {
         Ok(Self { ptr, len })
     }
 
+    /// Maps `len` bytes, zeroed, low in the address space (from 4 GiB up,
+    /// if free): far below where the kernel places mappings nobody asked a
+    /// place for. A hole unmapped in the middle of it stays a hole: the
+    /// libraries' own mappings do not land in it meanwhile.
+    pub fn anonymous_low(len: usize) -> io::Result<Self> {
+        if len == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "zero-length mapping",
+            ));
+        }
+        // SAFETY: without MAP_FIXED the address is a hint: the kernel maps
+        // fresh memory that overlaps no existing mapping, hence no Rust
+        // object; failure is reported as MAP_FAILED.
+        let addr = unsafe {
+            libc::mmap(
+                (1usize << 32) as *mut libc::c_void,
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr = NonNull::new(addr.cast::<u8>())
+            .ok_or_else(|| io::Error::other("mmap returned a null mapping"))?;
+        Ok(Self { ptr, len })
+    }
+
     /// Maps `len` bytes starting at a multiple of `align` (a power of two,
     /// at least the page size), zeroed: e.g. PMD-aligned memory that
     /// transparent huge pages can back. Maps `len + align` bytes and unmaps

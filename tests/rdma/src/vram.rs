@@ -483,6 +483,28 @@ impl Vram {
         Ok(())
     }
 
+    /// Migrates `npages` pages at `addr` into VRAM (`to_dev`) or back to
+    /// system RAM, by address: the range need not be mapped, nor memory any
+    /// Rust reference covers; the kernel checks it and only this file's own
+    /// buffer receives the device's read-back. Returns the pages migrated.
+    pub fn migrate_range(&mut self, to_dev: bool, addr: usize, npages: usize) -> io::Result<u64> {
+        let npages = npages.min(MIGRATE_CHUNK_PAGES);
+        self.readback.resize(MIGRATE_CHUNK_PAGES * PAGE_SIZE, 0);
+        let mut cmd = DmirrorCmd {
+            addr: addr as u64,
+            ptr: self.readback.as_mut_ptr() as u64,
+            npages: npages as u64,
+            ..DmirrorCmd::default()
+        };
+        // `readback` holds MIGRATE_CHUNK_PAGES >= npages pages.
+        if to_dev {
+            self.ioctl("HMM_DMIRROR_MIGRATE_TO_DEV", MIGRATE_TO_DEV, &mut cmd)?;
+        } else {
+            self.ioctl("HMM_DMIRROR_MIGRATE_TO_SYS", MIGRATE_TO_SYS, &mut cmd)?;
+        }
+        Ok(cmd.cpages)
+    }
+
     /// `HMM_DMIRROR_FLAGS`: sets this file's flags (not 0: the ABI refuses
     /// an empty command; open the device again for a file without flags).
     pub fn set_flags(&self, flags: u64) -> Result<(), String> {
