@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # `make soak` (not part of make check): the stress suite (races, fork/COW,
-# exhaustion, SIGKILL, fuzz) on the debug kernel, over and over with new
+# exhaustion, SIGKILL, fuzz, unbind) and the RDMA fuzz on the debug kernel, over and over with new
 # seeds, RVRAM_STRESS_SCALE (default 4) times longer each round, for
 # RVRAM_SOAK_SECONDS (default an hour); then kmemleak's verdict.
 # Results: results/soak.
@@ -13,6 +13,7 @@ cargo build --release --locked -q -p rvram-tool
 tools/fetch-kernel.sh
 kobj=$(tools/kernel.sh debug "$(target/release/rvram series apply)")
 make -s KDIR="$kobj" modules
+cargo build --release --locked -q -p rvram-rdma-test
 tools/build-hmm-tests.sh "$kobj" > /dev/null
 export RVRAM_STRESS_SCALE=${RVRAM_STRESS_SCALE:-4}
 export RVRAM_SOAK_SECONDS=${RVRAM_SOAK_SECONDS:-3600}

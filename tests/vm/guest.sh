@@ -88,15 +88,18 @@ rdma)
 	run_suite rdma-odp-migrate "$T/rdma-odp.sh" migrate
 	;;
 soak)
-	# make soak: the stress suite, scaled up (RVRAM_STRESS_SCALE), over
-	# and over with new seeds until RVRAM_SOAK_SECONDS have passed.
+	# make soak: the stress suite and the RDMA fuzz, scaled up
+	# (RVRAM_STRESS_SCALE), over and over with new seeds until
+	# RVRAM_SOAK_SECONDS have passed.
 	end=$((SECONDS + ${RVRAM_SOAK_SECONDS:-3600}))
 	round=0
 	while [ $SECONDS -lt $end ]; do
 		round=$((round + 1))
-		expect rvram-stress-$round
+		expect rvram-stress-$round rdma-fuzz-$round
 		run_suite rvram-stress-$round "$T/rvram-stress.sh"
 		[ "$(cat "$R/suites/rvram-stress-$round.rc")" = 0 ] || break
+		run_suite rdma-fuzz-$round "$T/rdma-fuzz.sh"
+		[ "$(cat "$R/suites/rdma-fuzz-$round.rc")" = 0 ] || break
 		unset RVRAM_STRESS_SEED
 	done
 	;;
