@@ -24,9 +24,13 @@
  *    UMR to zap the MTT.
  *
  * The CPU never touches MR pages. User space drives it through a misc
- * device, /dev/odp_dmaN (odp_dma_uapi.h). The ib_device exists as the
- * object umems hang off (its DMA device is the edu PCI function); it is not
- * registered: there are no QPs, and no uverbs.
+ * device, /dev/odp_dmaN (odp_dma_uapi.h). The ib_device, whose DMA device
+ * is the edu PCI function, is registered with IB core and reports ODP
+ * support for RC READ and WRITE, so it shows in `rdma dev` and sysfs and
+ * its umems hang off a live device, as a NIC's do. It has one port and no
+ * data path of its own: PDs are empty objects, and CQs, QPs and MRs
+ * through the verbs fail with -EOPNOTSUPP (there is no uverbs provider;
+ * MRs are made through the misc device).
  *
  * Test-only: it lives in the rvram project's tests/, not in the series.
  */
@@ -103,6 +107,176 @@ struct odp_dma_mr {
 };
 
 static DEFINE_IDA(odp_dma_ida);
+
+/* The verbs IB core insists on: a device without a data path of its own. */
+struct odp_dma_pd {
+	struct ib_pd ibpd;
+};
+
+struct odp_dma_cq {
+	struct ib_cq ibcq;
+};
+
+struct odp_dma_qp {
+	struct ib_qp ibqp;
+};
+
+static int odp_dma_query_device(struct ib_device *ibdev,
+				struct ib_device_attr *attr,
+				struct ib_udata *udata)
+{
+	if (udata && (udata->inlen || udata->outlen))
+		return -EINVAL;
+	memset(attr, 0, sizeof(*attr));
+	attr->max_mr_size = U64_MAX;
+	attr->page_size_cap = PAGE_SIZE | SZ_2M;
+	attr->vendor_id = 0x1234;	/* QEMU */
+	attr->max_mr = INT_MAX;
+	attr->max_pd = INT_MAX;
+	attr->odp_caps.general_caps = IB_ODP_SUPPORT;
+	attr->odp_caps.per_transport_caps.rc_odp_caps =
+		IB_ODP_SUPPORT_READ | IB_ODP_SUPPORT_WRITE;
+	return 0;
+}
+
+static int odp_dma_query_port(struct ib_device *ibdev, u32 port,
+			      struct ib_port_attr *attr)
+{
+	struct odp_dma_dev *d = container_of(ibdev, struct odp_dma_dev, ibdev);
+
+	/* IB core zeroed *attr. */
+	attr->state = READ_ONCE(d->dead) ? IB_PORT_DOWN : IB_PORT_ACTIVE;
+	attr->phys_state = attr->state == IB_PORT_ACTIVE ?
+		IB_PORT_PHYS_STATE_LINK_UP : IB_PORT_PHYS_STATE_DISABLED;
+	attr->max_mtu = IB_MTU_4096;
+	attr->active_mtu = IB_MTU_4096;
+	attr->active_width = IB_WIDTH_1X;
+	attr->active_speed = IB_SPEED_SDR;
+	attr->max_msg_sz = EDU_XFER_MAX;
+	return 0;
+}
+
+static int odp_dma_get_port_immutable(struct ib_device *ibdev, u32 port,
+				      struct ib_port_immutable *immutable)
+{
+	/* No protocol: no GID or P_Key tables, no MADs, no connection managers. */
+	memset(immutable, 0, sizeof(*immutable));
+	return 0;
+}
+
+static enum rdma_link_layer odp_dma_get_link_layer(struct ib_device *ibdev,
+						   u32 port)
+{
+	return IB_LINK_LAYER_UNSPECIFIED;
+}
+
+static int odp_dma_alloc_pd(struct ib_pd *pd, struct ib_udata *udata)
+{
+	return 0;
+}
+
+static int odp_dma_dealloc_pd(struct ib_pd *pd, struct ib_udata *udata)
+{
+	return 0;
+}
+
+static int odp_dma_create_cq(struct ib_cq *cq, const struct ib_cq_init_attr *attr,
+			     struct uverbs_attr_bundle *attrs)
+{
+	return -EOPNOTSUPP;
+}
+
+static int odp_dma_destroy_cq(struct ib_cq *cq, struct ib_udata *udata)
+{
+	return 0;
+}
+
+static int odp_dma_poll_cq(struct ib_cq *cq, int n, struct ib_wc *wc)
+{
+	return 0;
+}
+
+static int odp_dma_req_notify_cq(struct ib_cq *cq, enum ib_cq_notify_flags flags)
+{
+	return 0;
+}
+
+static int odp_dma_create_qp(struct ib_qp *qp, struct ib_qp_init_attr *attr,
+			     struct ib_udata *udata)
+{
+	return -EOPNOTSUPP;
+}
+
+static int odp_dma_modify_qp(struct ib_qp *qp, struct ib_qp_attr *attr,
+			     int mask, struct ib_udata *udata)
+{
+	return -EOPNOTSUPP;
+}
+
+static int odp_dma_destroy_qp(struct ib_qp *qp, struct ib_udata *udata)
+{
+	return 0;
+}
+
+static int odp_dma_post_send(struct ib_qp *qp, const struct ib_send_wr *wr,
+			     const struct ib_send_wr **bad_wr)
+{
+	*bad_wr = wr;
+	return -EOPNOTSUPP;
+}
+
+static int odp_dma_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr,
+			     const struct ib_recv_wr **bad_wr)
+{
+	*bad_wr = wr;
+	return -EOPNOTSUPP;
+}
+
+static struct ib_mr *odp_dma_get_dma_mr(struct ib_pd *pd, int access)
+{
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
+static struct ib_mr *odp_dma_reg_user_mr(struct ib_pd *pd, u64 start, u64 len,
+					 u64 iova, int access,
+					 struct ib_dmah *dmah,
+					 struct ib_udata *udata)
+{
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
+static int odp_dma_dereg_mr(struct ib_mr *mr, struct ib_udata *udata)
+{
+	return 0;
+}
+
+static const struct ib_device_ops odp_dma_ib_ops = {
+	.owner = THIS_MODULE,
+	.driver_id = RDMA_DRIVER_UNKNOWN,
+
+	.query_device = odp_dma_query_device,
+	.query_port = odp_dma_query_port,
+	.get_port_immutable = odp_dma_get_port_immutable,
+	.get_link_layer = odp_dma_get_link_layer,
+	.alloc_pd = odp_dma_alloc_pd,
+	.dealloc_pd = odp_dma_dealloc_pd,
+	.create_cq = odp_dma_create_cq,
+	.destroy_cq = odp_dma_destroy_cq,
+	.poll_cq = odp_dma_poll_cq,
+	.req_notify_cq = odp_dma_req_notify_cq,
+	.create_qp = odp_dma_create_qp,
+	.modify_qp = odp_dma_modify_qp,
+	.destroy_qp = odp_dma_destroy_qp,
+	.post_send = odp_dma_post_send,
+	.post_recv = odp_dma_post_recv,
+	.get_dma_mr = odp_dma_get_dma_mr,
+	.reg_user_mr = odp_dma_reg_user_mr,
+	.dereg_mr = odp_dma_dereg_mr,
+
+	INIT_RDMA_OBJ_SIZE(ib_pd, odp_dma_pd, ibpd),
+	INIT_RDMA_OBJ_SIZE(ib_cq, odp_dma_cq, ibcq),
+	INIT_RDMA_OBJ_SIZE(ib_qp, odp_dma_qp, ibqp),
+};
 
 static int edu_dma(struct odp_dma_dev *d, u64 src, u64 dst, u32 len,
 		   bool to_pci)
@@ -562,7 +736,11 @@ static int odp_dma_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		return -ENOMEM;
 	d->pdev = pdev;
 	d->ibdev.dev.parent = &pdev->dev;
-	d->ibdev.dma_device = &pdev->dev;
+	d->ibdev.node_type = RDMA_NODE_UNSPECIFIED;
+	d->ibdev.phys_port_cnt = 1;
+	d->ibdev.num_comp_vectors = 1;
+	strscpy(d->ibdev.node_desc, "odp_dma test NIC", sizeof(d->ibdev.node_desc));
+	ib_set_device_ops(&d->ibdev, &odp_dma_ib_ops);
 	mutex_init(&d->engine);
 	mutex_init(&d->files_lock);
 	INIT_LIST_HEAD(&d->files);
@@ -590,17 +768,25 @@ static int odp_dma_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	}
 	d->nr = nr;
 	snprintf(d->name, sizeof(d->name), "odp_dma%d", nr);
+	/* The IB device is named as the misc device; its DMA device is ours. */
+	ret = ib_register_device(&d->ibdev, d->name, &pdev->dev);
+	if (ret) {
+		dev_err(&pdev->dev, "ib_register_device: %d\n", ret);
+		goto err_ida;
+	}
 	d->misc.minor = MISC_DYNAMIC_MINOR;
 	d->misc.name = d->name;
 	d->misc.fops = &odp_dma_fops;
 	d->misc.parent = &pdev->dev;
 	ret = misc_register(&d->misc);
 	if (ret)
-		goto err_ida;
+		goto err_unregister;
 	pci_set_drvdata(pdev, d);
 	dev_info(&pdev->dev, "%s: DMA engine for ODP MRs\n", d->name);
 	return 0;
 
+err_unregister:
+	ib_unregister_device(&d->ibdev);
 err_ida:
 	ida_free(&odp_dma_ida, nr);
 err_bounce:
@@ -622,6 +808,7 @@ static void odp_dma_remove(struct pci_dev *pdev)
 	list_for_each_entry(f, &d->files, node)
 		odp_dma_file_drop_mrs(f);
 	mutex_unlock(&d->files_lock);
+	ib_unregister_device(&d->ibdev);
 	ida_free(&odp_dma_ida, d->nr);
 	dma_free_coherent(&pdev->dev, EDU_BUF_SIZE, d->bounce, d->bounce_dma);
 	ib_dealloc_device(&d->ibdev);

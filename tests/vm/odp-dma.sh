@@ -3,8 +3,10 @@
 # The hardware-NIC branch of ODP aliases (see src/odp-dma-test.c): the
 # odp_dma test NIC (tests/odp-dma/) on two QEMU edu devices, one under the
 # GPUs' PCIe switch and one behind its own root port on the host bridge
-# (tools/vm.sh --dma-engines), DMAs into an ODP MR over rvram VRAM.
+# (tools/vm.sh --dma-engines), DMAs into an ODP MR over rvram VRAM. Each
+# is a registered IB device while the module is loaded.
 set -u
+. "$(dirname "$0")/tap.sh"
 modprobe ib_core || exit 1
 insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" || exit 1
 insmod "$RVRAM_TOP/tests/odp-dma/odp_dma.ko" || exit 1
@@ -25,13 +27,22 @@ for name in "${!pci[@]}"; do
 done
 echo "rvram0 at ${pci[rvram0]:-?}; DMA engine under the switch: odp_dma$near, far: odp_dma$far" >&2
 if [ -z "$near" ] || [ -z "$far" ]; then
-	echo "TAP version 13"
-	echo "not ok 1 topology: need an edu device under the switch and one far"
-	echo "1..1"
-	exit 1
+	tap_check "topology: need an edu device under the switch and one far" false
+	tap_done
 fi
-"$RVRAM_GUEST_BIN/odp-dma-test" 0 "${pci[rvram0]}" "$near" "$far"
+# Each engine is an IB device (udev may have renamed it after its PCI slot).
+for n in "$near" "$far"; do
+	ib=$(ls "/sys/bus/pci/devices/${pci[odp_dma$n]}/infiniband" 2>/dev/null)
+	tap_eq "odp_dma$n is a registered IB device ($ib), its port ACTIVE" "4: ACTIVE" \
+		"$(cat "/sys/class/infiniband/$ib/ports/1/state" 2>/dev/null)"
+	tap_check "rdma dev shows $ib" rdma dev show "${ib:-none}"
+done
+out=$("$RVRAM_GUEST_BIN/odp-dma-test" 0 "${pci[rvram0]}" "$near" "$far")
 rc=$?
-rmmod odp_dma || rc=1
-rmmod rvram || rc=1
-exit $rc
+tap_relay "" "$out"
+tap_eq "odp-dma-test exited cleanly" 0 "$rc"
+tap_check "rmmod odp_dma" rmmod odp_dma
+tap_eq "its IB devices are unregistered" "" \
+	"$(ls -d /sys/bus/pci/devices/{"${pci[odp_dma$near]}","${pci[odp_dma$far]}"}/infiniband 2>/dev/null)"
+tap_check "rmmod rvram" rmmod rvram
+tap_done
