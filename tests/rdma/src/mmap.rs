@@ -14,31 +14,7 @@ pub struct Mmap {
 impl Mmap {
     /// Maps `len` bytes (rounded up to whole pages by the kernel), zeroed.
     pub fn anonymous(len: usize) -> io::Result<Self> {
-        if len == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "zero-length mapping",
-            ));
-        }
-        // SAFETY: a fresh anonymous private mapping at an address of the
-        // kernel's choice overlaps no existing Rust object; the arguments are
-        // valid for mmap(2), and failure is reported as MAP_FAILED.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if addr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let ptr = NonNull::new(addr.cast::<u8>())
-            .ok_or_else(|| io::Error::other("mmap returned a null mapping"))?;
-        Ok(Self { ptr, len })
+        Self::map(std::ptr::null_mut(), len)
     }
 
     /// Maps `len` bytes, zeroed, low in the address space (from 4 GiB up,
@@ -46,6 +22,12 @@ impl Mmap {
     /// place for. A hole unmapped in the middle of it stays a hole: the
     /// libraries' own mappings do not land in it meanwhile.
     pub fn anonymous_low(len: usize) -> io::Result<Self> {
+        Self::map((1usize << 32) as *mut libc::c_void, len)
+    }
+
+    /// Maps `len` bytes at `hint` or, if that is taken, where the kernel
+    /// chooses.
+    fn map(hint: *mut libc::c_void, len: usize) -> io::Result<Self> {
         if len == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -53,11 +35,12 @@ impl Mmap {
             ));
         }
         // SAFETY: without MAP_FIXED the address is a hint: the kernel maps
-        // fresh memory that overlaps no existing mapping, hence no Rust
-        // object; failure is reported as MAP_FAILED.
+        // fresh anonymous memory that overlaps no existing mapping, hence no
+        // Rust object; the arguments are valid for mmap(2), and failure is
+        // reported as MAP_FAILED.
         let addr = unsafe {
             libc::mmap(
-                (1usize << 32) as *mut libc::c_void,
+                hint,
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,

@@ -7,12 +7,14 @@
 #define RVRAM_TESTS_DMIRROR_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <unistd.h>
 
 struct hmm_dmirror_cmd {
 	uint64_t addr, ptr, npages, cpages, faults;
@@ -108,6 +110,19 @@ static inline int tap_end(void)
 {
 	printf("1..%d\n", tap_n);
 	return tap_failed ? 1 : 0;
+}
+
+/* Writes `val` to the sysfs file `path`: 0 or -errno. */
+static inline int sysfs_write(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY);
+	int ret;
+
+	if (fd < 0)
+		return -errno;
+	ret = write(fd, val, strlen(val)) < 0 ? -errno : 0;
+	close(fd);
+	return ret;
 }
 
 /* A counter from rvram's debugfs stats (`NAME VALUE` lines); -1 if absent. */

@@ -613,18 +613,6 @@ static int do_race(int seconds)
 
 /* -------------------------------------------------------------- unbind */
 
-static int sysfs_write(const char *path, const char *val)
-{
-	int fd = open(path, O_WRONLY);
-	int ret;
-
-	if (fd < 0)
-		return -errno;
-	ret = write(fd, val, strlen(val)) < 0 ? -errno : 0;
-	close(fd);
-	return ret;
-}
-
 /* Waits up to 10 s for `path` to exist. */
 static int wait_for(const char *path)
 {

@@ -17,13 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-struct hmm_dmirror_cmd {
-	uint64_t addr, ptr, npages, cpages, faults;
-};
-
-#define HMM_DMIRROR_MIGRATE_TO_DEV _IOWR('H', 0x02, struct hmm_dmirror_cmd)
-#define HMM_DMIRROR_SNAPSHOT _IOWR('H', 0x04, struct hmm_dmirror_cmd)
-#define PROT_DEV_PRIVATE_LOCAL 0x20
+#include "dmirror.h"
 
 static int n, failed;
 
@@ -32,18 +26,6 @@ static void check(int ok, const char *what)
 	printf("%sok %d %s\n", ok ? "" : "not ", ++n, what);
 	if (!ok)
 		failed++;
-}
-
-static int sysfs_write(const char *path, const char *val)
-{
-	int fd = open(path, O_WRONLY);
-	int ret;
-
-	if (fd < 0)
-		return -errno;
-	ret = write(fd, val, strlen(val)) < 0 ? -errno : 0;
-	close(fd);
-	return ret;
 }
 
 int main(int argc, char **argv)
@@ -76,7 +58,7 @@ int main(int argc, char **argv)
 	cmd.ptr = (uintptr_t)snap;
 	check(ioctl(fd, HMM_DMIRROR_SNAPSHOT, &cmd) == 0, "snapshot");
 	for (i = 0; i < npages; i++)
-		resident += (snap[i] & 0xf0) == PROT_DEV_PRIVATE_LOCAL;
+		resident += (snap[i] & 0xf0) == HMM_DMIRROR_PROT_DEV_PRIVATE_LOCAL;
 	check(resident == npages, "every page is resident in VRAM");
 
 	char path[256];
