@@ -74,7 +74,7 @@ alias)
 	# The GPU unbinds under RDMA traffic through its aliases.
 	run_suite rdma-unbind "$T/rdma-unbind.sh"
 	# Random and hostile RDMA operations while the memory moves, is
-	# unmapped and protected (about a minute).
+	# unmapped and protected (about two minutes).
 	run_suite rdma-fuzz "$T/rdma-fuzz.sh"
 	# The hardware-NIC branch: a DMA engine under the switch and one behind
 	# the host bridge (tools/vm.sh --dma-engines), ODP MRs as mlx5 maps them.

@@ -11,7 +11,7 @@ set -u
 bin=$RVRAM_TOP/target/release/rvram-rdma-test
 param=/sys/module/ib_core/parameters/odp_p2p_alias
 seed=${RVRAM_STRESS_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
-ops=$((3000 * ${RVRAM_STRESS_SCALE:-1}))
+ops=$((1500 * ${RVRAM_STRESS_SCALE:-1}))
 
 ip link set lo up
 modprobe rdma_rxe || exit 1
