@@ -73,7 +73,7 @@ stress() {
 	tap_eq "${prefix}rvram-stress $* exited cleanly ($((SECONDS - t0)) s)" 0 "$rc"
 }
 
-race_s=$((30 * scale))
+race_s=$((20 * scale))
 stress "aliases: " $((race_s + 120)) race /dev/rvram0 /dev/rvram1 $nic $race_s "$seed"
 stress "" $((race_s + 120)) race /dev/rvram0 - - $((race_s * 2 / 3)) $((seed + 1))
 stress "" 300 cow /dev/rvram0 $nic $((seed + 2))
