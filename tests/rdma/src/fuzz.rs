@@ -270,25 +270,29 @@ fn chaos(base: usize, vram: &mut Vram, seed: u64, stop: &AtomicBool, count: &Ato
 fn change(addr: usize, page: Page, action: usize) -> Page {
     let ptr = addr as *mut libc::c_void;
     let len = PAGE_SIZE;
-    // SAFETY (all below): these change the mapping of one chaos page that
+    // Every unsafe block below changes the mapping of one chaos page that
     // this thread mapped, or unmapped (then MAP_FIXED_NOREPLACE keeps any
     // other mapping there). No Rust code reads or writes chaos pages: the
     // main thread reaches them through the NIC alone.
     match (page, action) {
         (Page::Lost, _) => Page::Lost,
         (Page::Mapped, 3) => {
+            // SAFETY: a mapped chaos page of ours (above).
             unsafe { libc::mprotect(ptr, len, libc::PROT_READ) };
             page
         }
         (Page::Mapped, 4) => {
+            // SAFETY: a mapped chaos page of ours (above).
             unsafe { libc::mprotect(ptr, len, libc::PROT_NONE) };
             page
         }
         (Page::Mapped, 5) => {
+            // SAFETY: a mapped chaos page of ours (above).
             unsafe { libc::madvise(ptr, len, libc::MADV_DONTNEED) };
             page
         }
         (Page::Mapped, 6) => {
+            // SAFETY: a mapped chaos page of ours (above).
             if unsafe { libc::munmap(ptr, len) } == 0 {
                 Page::Hole
             } else {
@@ -302,6 +306,7 @@ fn change(addr: usize, page: Page, action: usize) -> Page {
             } else {
                 libc::MAP_FIXED
             };
+            // SAFETY: ours, or a hole that NOREPLACE leaves to whoever took it.
             let p = unsafe {
                 libc::mmap(
                     ptr,
@@ -321,6 +326,7 @@ fn change(addr: usize, page: Page, action: usize) -> Page {
             } else {
                 if p != libc::MAP_FAILED {
                     // A kernel that took NOREPLACE for a hint: not ours.
+                    // SAFETY: the kernel just mapped it for us at `p`.
                     unsafe { libc::munmap(p, len) };
                 }
                 page
