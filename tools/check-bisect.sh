@@ -1,19 +1,39 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # Bisectability: apply patches/ to the base and build the debug kernel at
-# every patch, then the out-of-tree module at the head. Incremental, but a
-# patch touching a widely included header rebuilds much of the tree.
+# every patch. Incremental, but a patch touching a widely included header
+# rebuilds much of the tree.
+#
+# A patch whose resulting source tree was built before, with the same
+# config fragments, build script and toolchain, is not built again: the
+# build would see exactly the same input. A series that changed only in its
+# last patches (the driver, say) rebuilds those alone. RVRAM_BISECT_ALL=1
+# builds every patch regardless.
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
 cd "$RVRAM_TOP"
 rvram=$RVRAM_TOP/target/release/rvram
 tools/fetch-kernel.sh
 mapfile -t commits < <("$rvram" series commits)
-n=0
+base=$RVRAM_CACHE/base/linux
+memo=$RVRAM_CACHE/bisect-ok
+mkdir -p "$memo"
+inputs=$(cat tests/config/rvram-debug.config tools/kernel.sh tools/env.sh
+	/usr/bin/rustc --version; clang-19 --version | head -1; "$BINDGEN" --version)
+n=0 built=0
 for c in "${commits[@]}"; do
 	n=$((n + 1))
-	log "bisect: patch $n/${#commits[@]}: $(git -C "$RVRAM_CACHE/base/linux" log -1 --format=%s "$c")"
+	subject=$(git -C "$base" log -1 --format=%s "$c")
+	tree=$(git -C "$base" rev-parse "$c^{tree}")
+	key=$(printf '%s\n%s\n' "$tree" "$inputs" | sha256sum | cut -c1-24)
+	if [ -z "${RVRAM_BISECT_ALL:-}" ] && [ -f "$memo/$key" ]; then
+		log "bisect: patch $n/${#commits[@]}: $subject: tree ${tree:0:12} built $(cat "$memo/$key")"
+		continue
+	fi
+	log "bisect: patch $n/${#commits[@]}: $subject"
 	# Options whose Kconfig symbol a later patch adds are not required yet.
 	RVRAM_KCONFIG_PARTIAL=1 tools/kernel.sh debug "$c" >/dev/null
+	date -u +"on %F %H:%M UTC" > "$memo/$key"
+	built=$((built + 1))
 done
-log "bisect: all ${#commits[@]} patches build"
+log "bisect: all ${#commits[@]} patches build ($built built now, $((n - built)) built before with identical trees)"
