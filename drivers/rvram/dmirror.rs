@@ -81,11 +81,12 @@ mod prot {
 
 /// Device reads and writes fault and copy this many bytes at a time (as
 /// test_hmm does): each fault, which may migrate every page of it from
-/// another device, must finish within the mirror's retry timeout.
+/// another device, must finish within the mirror's retry timeout. It is
+/// also the size of a command's bounce buffer.
 const FAULT_CHUNK: usize = 64 * PAGE_SIZE;
 
 /// Largest `npages` accepted by one command (test_hmm bounds it only by
-/// address-space wrap; we also bound the bounce buffer): 1 GiB.
+/// address-space wrap; we also bound the snapshot buffer): 1 GiB.
 const MAX_NPAGES: u64 = (1 << 30) / PAGE_SIZE as u64;
 
 /// The VMA at `addr` and the end of the next migration chunk in
@@ -102,6 +103,14 @@ fn migration_chunk<'a>(
     }
     let chunk = PAGE_SIZE << MAX_FOLIO_ORDER;
     Ok((vma, end.min(vma.end()).min((addr & !(chunk - 1)) + chunk)))
+}
+
+/// The chunks of a copy of `len` bytes between the device and user memory:
+/// `(offset, length)` of each run of at most [`FAULT_CHUNK`] bytes.
+fn chunks(len: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..len)
+        .step_by(FAULT_CHUNK)
+        .map(move |off| (off, FAULT_CHUNK.min(len - off)))
 }
 
 /// The device page table of a file: the addresses of the pages the device
@@ -252,36 +261,48 @@ impl DmirrorFile {
         Ok(usize::try_from(c.npages)? * PAGE_SIZE)
     }
 
-    fn bounce(len: usize) -> Result<KVVec<u8>> {
+    fn zeroed(len: usize) -> Result<KVVec<u8>> {
         let mut v = KVVec::with_capacity(len, GFP_KERNEL)?;
         v.resize(len, 0, GFP_KERNEL)?;
         Ok(v)
     }
 
+    /// The bounce buffer of a command that copies `len` bytes between the
+    /// device and user memory. It holds one chunk of at most
+    /// [`FAULT_CHUNK`] bytes and is reused for every chunk of the range
+    /// (see [`chunks`]): what a command allocates and clears does not grow
+    /// with its length.
+    fn bounce(len: usize) -> Result<KVVec<u8>> {
+        Self::zeroed(len.min(FAULT_CHUNK))
+    }
+
     /// HMM_DMIRROR_READ: the device reads the range into `ptr`.
     fn read(&self, c: &mut Cmd) -> Result {
         let len = Self::bounce_len(c)?;
-        let mut buf = Self::bounce(len)?;
         let start = usize::try_from(c.addr)?;
-        for (n, chunk) in buf.chunks_mut(FAULT_CHUNK).enumerate() {
-            let mut req = self.request(start + n * FAULT_CHUNK, chunk.len(), false)?;
-            let f = self.mirror.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
-            for ((_, pfn), dst) in f.iter().zip(chunk.chunks_mut(PAGE_SIZE)) {
-                if let Some(folio) = pfn.device_folio::<VramPages>() {
-                    let index = folio.index() + (pfn.pfn().ok_or(EFAULT)? - folio.pfn());
-                    folio.pagemap().data().read_page(index, dst)?;
-                } else if pfn.is_alias() {
-                    pfn.read_alias(dst).ok_or(EFAULT)?;
-                    self.count_alias();
-                } else {
-                    pfn.with_system_page(|src| dst.copy_from_slice(src))
-                        .ok_or(EFAULT)?;
+        let mut out = UserSlice::new(UserPtr::from_addr(usize::try_from(c.ptr)?), len).writer();
+        let mut buf = Self::bounce(len)?;
+        for (off, n) in chunks(len) {
+            let chunk = &mut buf[..n];
+            let mut req = self.request(start + off, n, false)?;
+            {
+                let f = self.mirror.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
+                for ((_, pfn), dst) in f.iter().zip(chunk.chunks_mut(PAGE_SIZE)) {
+                    if let Some(folio) = pfn.device_folio::<VramPages>() {
+                        let index = folio.index() + (pfn.pfn().ok_or(EFAULT)? - folio.pfn());
+                        folio.pagemap().data().read_page(index, dst)?;
+                    } else if pfn.is_alias() {
+                        pfn.read_alias(dst).ok_or(EFAULT)?;
+                        self.count_alias();
+                    } else {
+                        pfn.with_system_page(|src| dst.copy_from_slice(src))
+                            .ok_or(EFAULT)?;
+                    }
                 }
             }
+            // Not under the fault's lock: the copy may fault on user memory.
+            out.write_slice(chunk)?;
         }
-        UserSlice::new(UserPtr::from_addr(usize::try_from(c.ptr)?), len)
-            .writer()
-            .write_slice(&buf)?;
         c.cpages = c.npages;
         c.faults = 1;
         Ok(())
@@ -290,13 +311,14 @@ impl DmirrorFile {
     /// HMM_DMIRROR_WRITE: the device writes `ptr`'s content to the range.
     fn write(&self, c: &mut Cmd) -> Result {
         let len = Self::bounce_len(c)?;
-        let mut buf = Self::bounce(len)?;
-        UserSlice::new(UserPtr::from_addr(usize::try_from(c.ptr)?), len)
-            .reader()
-            .read_slice(&mut buf)?;
         let start = usize::try_from(c.addr)?;
-        for (n, chunk) in buf.chunks(FAULT_CHUNK).enumerate() {
-            let addr = start + n * FAULT_CHUNK;
+        let mut inp = UserSlice::new(UserPtr::from_addr(usize::try_from(c.ptr)?), len).reader();
+        let mut buf = Self::bounce(len)?;
+        for (off, n) in chunks(len) {
+            let chunk = &mut buf[..n];
+            inp.read_slice(chunk)?;
+            let chunk = &*chunk;
+            let addr = start + off;
             // Each retry makes a page of the chunk private; a concurrent
             // fork() may share it again, so the retries are bounded.
             let mut retries = 2 * FAULT_CHUNK / PAGE_SIZE;
@@ -384,17 +406,15 @@ impl DmirrorFile {
     fn migrate_to_dev(&self, c: &mut Cmd) -> Result {
         let start = usize::try_from(c.addr)?;
         let end = start + Self::bounce_len(c)?;
+        let ptr = usize::try_from(c.ptr)?;
         let mut tries = 0;
-        let buf = loop {
+        loop {
             self.migrate_range_to_dev(start, end)?;
-            match self.read_back(start, end) {
+            match self.read_back(start, end, ptr) {
                 Err(e) if e == ENOENT && tries < 2 => tries += 1,
                 r => break r?,
             }
-        };
-        UserSlice::new(UserPtr::from_addr(usize::try_from(c.ptr)?), end - start)
-            .writer()
-            .write_slice(&buf)?;
+        }
         c.cpages = c.npages;
         Ok(())
     }
@@ -477,25 +497,31 @@ impl DmirrorFile {
         Ok(())
     }
 
-    /// Reads `[start, end)` back through the device; `ENOENT` unless every
-    /// page is in this GPU's VRAM.
-    fn read_back(&self, start: usize, end: usize) -> Result<KVVec<u8>> {
+    /// Reads `[start, end)` back through the device into the user buffer
+    /// at `ptr`, a chunk at a time; `ENOENT` unless every page is in this
+    /// GPU's VRAM.
+    fn read_back(&self, start: usize, end: usize, ptr: usize) -> Result {
         let pm = &*self.gpu.pages;
         let len = end - start;
+        let mut out = UserSlice::new(UserPtr::from_addr(ptr), len).writer();
         let mut buf = Self::bounce(len)?;
-        let mut req = RangeRequest::snapshot(start, len / PAGE_SIZE)?;
-        {
-            let f = self.mirror.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
-            for ((_, pfn), dst) in f.iter().zip(buf.chunks_mut(PAGE_SIZE)) {
-                let folio = pfn.device_folio::<VramPages>().ok_or(ENOENT)?;
-                if !core::ptr::eq(folio.pagemap(), pm) {
-                    return Err(ENOENT);
+        for (off, n) in chunks(len) {
+            let chunk = &mut buf[..n];
+            let mut req = RangeRequest::snapshot(start + off, n / PAGE_SIZE)?;
+            {
+                let f = self.mirror.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
+                for ((_, pfn), dst) in f.iter().zip(chunk.chunks_mut(PAGE_SIZE)) {
+                    let folio = pfn.device_folio::<VramPages>().ok_or(ENOENT)?;
+                    if !core::ptr::eq(folio.pagemap(), pm) {
+                        return Err(ENOENT);
+                    }
+                    let index = folio.index() + (pfn.pfn().ok_or(ENOENT)? - folio.pfn());
+                    pm.data().read_page(index, dst)?;
                 }
-                let index = folio.index() + (pfn.pfn().ok_or(ENOENT)? - folio.pfn());
-                pm.data().read_page(index, dst)?;
             }
+            out.write_slice(chunk)?;
         }
-        Ok(buf)
+        Ok(())
     }
 
     /// HMM_DMIRROR_MIGRATE_TO_SYS: moves this GPU's pages of the range back.
@@ -537,7 +563,6 @@ impl DmirrorFile {
                 pm.data().read_pages(index, &mut new)?;
                 mig.set_system(i, new)?;
             }
-            // cpages counts pages, migrated_to_ram folios.
             let moved = mig.migrate();
             let n = moved.count() as u64;
             let pages = moved.pages() as u64;
@@ -560,24 +585,27 @@ impl DmirrorFile {
     /// HMM_DMIRROR_CHECK_EXCLUSIVE then reports.
     fn exclusive(&self, c: &mut Cmd) -> Result {
         let len = Self::bounce_len(c)?;
-        let mut buf = Self::bounce(len)?;
         let start = usize::try_from(c.addr)?;
+        let mut out = UserSlice::new(UserPtr::from_addr(usize::try_from(c.ptr)?), len).writer();
+        let mut buf = Self::bounce(len)?;
         let mm = self.mirror.mm().mmget_not_zero().ok_or(EINVAL)?;
-        {
-            let guard = mm.mmap_read_lock();
-            for (n, dst) in buf.chunks_mut(PAGE_SIZE).enumerate() {
-                let addr = start + n * PAGE_SIZE;
-                let node = RBTreeNode::new(addr, (), GFP_KERNEL)?;
-                let page = self.mirror.make_exclusive(&guard, addr)?;
-                // Mapped before the page is unlocked: the CPU's access,
-                // which needs the page lock, finds the entry to drop.
-                self.mirror.lock().atomic.insert(node);
-                page.with_page(|b| dst.copy_from_slice(b));
+        for (off, n) in chunks(len) {
+            let chunk = &mut buf[..n];
+            {
+                let guard = mm.mmap_read_lock();
+                for (i, dst) in chunk.chunks_mut(PAGE_SIZE).enumerate() {
+                    let addr = start + off + i * PAGE_SIZE;
+                    let node = RBTreeNode::new(addr, (), GFP_KERNEL)?;
+                    let page = self.mirror.make_exclusive(&guard, addr)?;
+                    // Mapped before the page is unlocked: the CPU's access,
+                    // which needs the page lock, finds the entry to drop.
+                    self.mirror.lock().atomic.insert(node);
+                    page.with_page(|b| dst.copy_from_slice(b));
+                }
             }
+            // Not under the mmap lock: the copy may fault on user memory.
+            out.write_slice(chunk)?;
         }
-        UserSlice::new(UserPtr::from_addr(usize::try_from(c.ptr)?), len)
-            .writer()
-            .write_slice(&buf)?;
         c.cpages = c.npages;
         Ok(())
     }
@@ -588,7 +616,7 @@ impl DmirrorFile {
         if c.npages > MAX_NPAGES {
             return Err(ENOMEM);
         }
-        let mut out = Self::bounce(n)?;
+        let mut out = Self::zeroed(n)?;
         let mut req = RangeRequest::snapshot(usize::try_from(c.addr)?, n)?;
         {
             let f = self.mirror.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
@@ -625,5 +653,26 @@ impl DmirrorFile {
             .write_slice(&out)?;
         c.cpages = c.npages;
         Ok(())
+    }
+}
+
+#[kunit_tests(rvram_dmirror)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_cover_the_range_once() {
+        assert_eq!(chunks(0).count(), 0);
+        let mut c = chunks(PAGE_SIZE);
+        assert_eq!(c.next(), Some((0, PAGE_SIZE)));
+        assert_eq!(c.next(), None);
+        let mut c = chunks(2 * FAULT_CHUNK + PAGE_SIZE);
+        assert_eq!(c.next(), Some((0, FAULT_CHUNK)));
+        assert_eq!(c.next(), Some((FAULT_CHUNK, FAULT_CHUNK)));
+        assert_eq!(c.next(), Some((2 * FAULT_CHUNK, PAGE_SIZE)));
+        assert_eq!(c.next(), None);
+        let max = usize::try_from(MAX_NPAGES).unwrap_or(0) * PAGE_SIZE;
+        assert_eq!(chunks(max).count(), max / FAULT_CHUNK);
+        assert_eq!(chunks(max).map(|(_, n)| n).sum::<usize>(), max);
     }
 }

@@ -40,7 +40,7 @@ fi
 
 case $plan in
 single)
-	expect kunit:rvram_vram rvram-probe hmm-tests-test_hmm hmm-race-test_hmm rvram-unbind
+	expect kunit:rvram_vram kunit:rvram_dmirror rvram-probe hmm-tests-test_hmm hmm-race-test_hmm rvram-unbind
 	run_suite rvram-probe "$T/rvram-probe.sh"
 	run_suite hmm-tests-test_hmm "$T/hmm-tests.sh" test_hmm
 	# dmirror commands racing migrations of the same range (60 s), on
@@ -49,7 +49,7 @@ single)
 	run_suite rvram-unbind "$T/rvram-unbind.sh"
 	;;
 dual)
-	expect kunit:rvram_vram rvram-probe-dual hmm-tests-rvram rvram-stress hmm-race-rvram
+	expect kunit:rvram_vram kunit:rvram_dmirror rvram-probe-dual hmm-tests-rvram rvram-stress hmm-race-rvram
 	run_suite rvram-probe-dual "$T/rvram-probe.sh"
 	run_suite hmm-tests-rvram "$T/hmm-tests.sh" rvram
 	# Races with shadow copies, fork/COW, VRAM exhaustion, SIGKILL,
@@ -61,7 +61,7 @@ dual)
 alias)
 	# Two GPUs under the switch and one far GPU (tools/vm.sh --far-gpus 1),
 	# and two DMA engines (--dma-engines).
-	expect kunit:rvram_vram rvram-alias rdma-odp-ram rdma-odp-alias rdma-odp-migrate
+	expect kunit:rvram_vram kunit:rvram_dmirror rvram-alias rdma-odp-ram rdma-odp-alias rdma-odp-migrate
 	expect pyverbs-odp rdma-unbind rdma-fuzz odp-dma
 	run_suite rvram-alias "$T/rvram-alias.sh"
 	# rdma-core's own ODP tests on rxe, with the series applied.
