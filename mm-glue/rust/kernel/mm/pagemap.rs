@@ -343,10 +343,14 @@ fn new_used(bits: BitmapVec) -> impl PinInit<SpinLock<Used>> {
 }
 
 /// The allocation state of a pagemap's pages.
+///
+/// # Invariants
+///
+/// No page below `next` is free.
 struct Used {
     /// Bit `i` is set while page `i` is allocated.
     bits: BitmapVec,
-    /// Where the next search starts: the end of the last allocation.
+    /// Where a search starts: at or below the lowest free page.
     next: usize,
 }
 
@@ -432,8 +436,8 @@ impl<T: DevicePrivateOps> Pagemap<T> {
     /// assert_eq!(pm.nr_pages(), (4 << 20) / kernel::page::PAGE_SIZE);
     /// let folio = pm.alloc_folio(0)?;
     /// assert_eq!(folio.index(), 0);
-    /// drop(folio); // The page is free again; the next search starts after it.
-    /// assert_eq!(pm.alloc_folio(0)?.index(), 1);
+    /// drop(folio); // The page is free again, and the lowest free one.
+    /// assert_eq!(pm.alloc_folio(0)?.index(), 0);
     /// # Ok::<(), Error>(())
     /// ```
     pub fn new<E>(
@@ -528,18 +532,23 @@ impl<T: DevicePrivateOps> Pagemap<T> {
         let n = 1usize << order;
         let index = {
             let mut used = self.used.lock();
-            // Next fit: search from where the last allocation ended, then
-            // from the start. Each step of the search skips a whole run of
-            // used or free pages a word at a time, so a run of allocations
-            // does not rescan the pages it has just handed out.
+            // Address-ordered first fit: the lowest free run, so that the
+            // pages in use stay packed at the start of device memory and a
+            // freed page is the next one handed out, as a GPU's allocator
+            // would (it is the page most likely still cached). No page
+            // below `next` is free (type invariant), so the search starts
+            // there; each step skips a whole run of used or free pages a
+            // word at a time.
             let hint = used.next;
-            let base = first_fit(&used.bits, self.nr, hint, n)
-                .or_else(|| first_fit(&used.bits, self.nr.min(hint + n), 0, n))
-                .ok_or(ENOMEM)?;
+            let base = first_fit(&used.bits, self.nr, hint, n).ok_or(ENOMEM)?;
             for i in base..base + n {
                 used.bits.set_bit(i);
             }
-            used.next = if base + n < self.nr { base + n } else { 0 };
+            if base == hint {
+                // INVARIANT: The pages from `hint` up to `base + n` are
+                // used now, and none below `hint` was free.
+                used.next = base + n;
+            }
             base
         };
         let page = self.page_ptr(index);
@@ -605,6 +614,9 @@ impl<T: DevicePrivateOps> Pagemap<T> {
         for i in index..index + n {
             used.bits.clear_bit(i);
         }
+        // INVARIANT: `index` is now the lowest free page if none below
+        // `next` was free.
+        used.next = used.next.min(index);
     }
 
     /// # Safety
@@ -911,28 +923,36 @@ mod tests {
     }
 
     #[test]
-    fn next_fit_goes_on_after_the_last_allocation() -> Result {
-        let pm = new_pm(PMD)?;
+    fn the_lowest_free_page_goes_first() -> Result {
+        let pm = new_pm(2 * PMD)?;
         let n = pm.nr_pages();
-        let a = pm.alloc_folio(0)?;
-        let b = pm.alloc_folio(0)?;
-        assert_eq!((a.index(), b.index()), (0, 1));
-        drop(a);
-        // Page 0 is free again, but the search goes on from page 2 up to
-        // the end, and only then wraps around.
         let mut v = KVec::new();
-        for i in 2..n {
+        for i in 0..8 {
             let f = pm.alloc_folio(0)?;
             assert_eq!(f.index(), i);
-            v.push(f, GFP_KERNEL)?;
+            v.push(Some(f), GFP_KERNEL)?;
         }
-        assert_eq!(pm.alloc_folio(0)?.index(), 0);
-        assert_eq!(pm.alloc_folio(0)?.index(), 0);
-        let c = pm.alloc_folio(0)?;
-        assert_eq!(pm.alloc_folio(0).err(), Some(ENOMEM));
-        drop((b, c, v));
+        // Freed pages are handed out again lowest first, before any page
+        // that was never used.
+        v[6] = None;
+        v[2] = None;
+        assert_eq!(pm.alloc_folio(0)?.index(), 2);
+        let again = pm.alloc_folio(0)?;
+        assert_eq!(again.index(), 2);
+        assert_eq!(pm.alloc_folio(0)?.index(), 6);
+        // A PMD folio takes the lowest aligned free run, and single pages
+        // then go on below it.
+        if thp_migration_supported() {
+            let big = pm.alloc_folio(MAX_FOLIO_ORDER)?;
+            assert_eq!(big.index(), n / 2);
+            assert_eq!(pm.alloc_folio(0)?.index(), 6);
+            drop(big);
+            let big = pm.alloc_folio(MAX_FOLIO_ORDER)?;
+            assert_eq!(big.index(), n / 2);
+        }
+        drop((again, v));
         assert_eq!(pm.nr_used(), 0);
-        assert_eq!(pm.data().freed.load(Relaxed), n + 3);
+        assert_eq!(pm.alloc_folio(0)?.index(), 0);
         Ok(())
     }
 
