@@ -552,7 +552,7 @@ impl DmirrorFile {
                 let new = if fail {
                     Err(ENOMEM)
                 } else {
-                    NewSystemFolio::alloc(order, GFP_KERNEL)
+                    NewSystemFolio::alloc(order)
                 };
                 let Ok(mut new) = new else {
                     if order == 0 && !fail {

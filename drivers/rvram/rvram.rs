@@ -195,7 +195,7 @@ impl VramPages {
                 Source::Device { folio, .. } => (folio.index(), folio.order()),
                 _ => continue,
             };
-            let mut new = NewSystemFolio::alloc(order, GFP_KERNEL).map_err(|_| {
+            let mut new = NewSystemFolio::alloc(order).map_err(|_| {
                 data.stats.alloc_fail.fetch_add(1, Relaxed);
                 FaultError::Oom
             })?;
@@ -255,7 +255,7 @@ impl Gpu {
                     continue;
                 };
                 let (index, order) = (folio.index(), folio.order());
-                let mut new = NewSystemFolio::alloc(order, GFP_KERNEL)?;
+                let mut new = NewSystemFolio::alloc(order)?;
                 pm.data().read_pages(index, &mut new)?;
                 ev.set_system(i, new)?;
             }

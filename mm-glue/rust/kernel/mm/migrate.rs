@@ -37,7 +37,6 @@
 //! C header: [`include/linux/migrate.h`](srctree/include/linux/migrate.h)
 
 use crate::{
-    alloc::Flags,
     bindings,
     mm::{
         pagemap::{
@@ -167,26 +166,38 @@ unsafe impl Send for NewSystemFolio {}
 impl NewSystemFolio {
     /// Allocates a folio of `2^order` pages, `order <= MAX_FOLIO_ORDER`.
     ///
+    /// The folio receives the data of a device folio and then takes its
+    /// place in a process' address space, so it is allocated as a page
+    /// fault allocates anonymous memory: movable, possibly from high
+    /// memory (`GFP_HIGHUSER_MOVABLE`; [`Self::with_page_mut`] maps it).
+    /// A folio larger than a page is allowed to fail quietly: callers fall
+    /// back to single pages.
+    ///
     /// # Examples
     ///
     /// ```
     /// use kernel::mm::{migrate::NewSystemFolio, pagemap::MAX_FOLIO_ORDER};
     /// use kernel::prelude::*;
     ///
-    /// let mut folio = NewSystemFolio::alloc(0, GFP_KERNEL)?;
+    /// let mut folio = NewSystemFolio::alloc(0)?;
     /// assert_eq!(folio.nr_pages(), 1);
     /// // Fill it as the copy from device memory would.
     /// folio.with_page_mut(0, |bytes| bytes.fill(0x5a))?;
     /// assert_eq!(folio.with_page_mut(1, |_| ()), Err(EINVAL));
-    /// assert!(NewSystemFolio::alloc(MAX_FOLIO_ORDER + 1, GFP_KERNEL).is_err());
+    /// assert!(NewSystemFolio::alloc(MAX_FOLIO_ORDER + 1).is_err());
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn alloc(order: u32, flags: Flags) -> Result<Self> {
+    pub fn alloc(order: u32) -> Result<Self> {
         if order > MAX_FOLIO_ORDER {
             return Err(EINVAL);
         }
+        let gfp = if order > 0 {
+            bindings::GFP_HIGHUSER_MOVABLE | bindings::__GFP_NOWARN
+        } else {
+            bindings::GFP_HIGHUSER_MOVABLE
+        };
         // SAFETY: Plain allocation.
-        let folio = unsafe { bindings::folio_alloc(flags.as_raw(), order) };
+        let folio = unsafe { bindings::folio_alloc(gfp, order) };
         let folio = NonNull::new(folio).ok_or(ENOMEM)?;
         // SAFETY: The folio is new and not visible to anyone else.
         unsafe { bindings::folio_lock(folio.as_ptr()) };
@@ -441,7 +452,7 @@ impl<'a, T: DevicePrivateOps> MigrateVma<'a, T> {
     ///             };
     ///             let (index, order) = (folio.index(), folio.order());
     ///             let mut new =
-    ///                 NewSystemFolio::alloc(order, GFP_KERNEL).map_err(|_| FaultError::Oom)?;
+    ///                 NewSystemFolio::alloc(order).map_err(|_| FaultError::Oom)?;
     ///             for p in 0..new.nr_pages() {
     ///                 new.with_page_mut(p, |b| pm.data().read_page(index + p, b))
     ///                     .map_err(|_| FaultError::SigBus)?;
@@ -687,7 +698,7 @@ impl<'a, T: DevicePrivateOps> Eviction<'a, T> {
     ///             continue;
     ///         };
     ///         let (index, order) = (folio.index(), folio.order());
-    ///         let mut new = NewSystemFolio::alloc(order, GFP_KERNEL)?;
+    ///         let mut new = NewSystemFolio::alloc(order)?;
     ///         for p in 0..new.nr_pages() {
     ///             new.with_page_mut(p, |b| read_page(index + p, b))?;
     ///         }
@@ -859,8 +870,7 @@ pub(crate) mod testing {
                     Source::Device { folio, .. } => (folio.index(), folio.order()),
                     _ => continue,
                 };
-                let mut new =
-                    NewSystemFolio::alloc(order, GFP_KERNEL).map_err(|_| FaultError::Oom)?;
+                let mut new = NewSystemFolio::alloc(order).map_err(|_| FaultError::Oom)?;
                 let store = pm.data().store.lock();
                 for p in 0..new.nr_pages() {
                     let src = &store[(index + p) * PAGE_SIZE..][..PAGE_SIZE];
@@ -959,7 +969,7 @@ pub(crate) mod testing {
                 continue;
             };
             let (index, order) = (folio.index(), folio.order());
-            let mut new = NewSystemFolio::alloc(order, GFP_KERNEL)?;
+            let mut new = NewSystemFolio::alloc(order)?;
             let store = pm.data().store.lock();
             for p in 0..new.nr_pages() {
                 let src = &store[(index + p) * PAGE_SIZE..][..PAGE_SIZE];
