@@ -25,11 +25,25 @@ echo "1..${#sizes[@]}"
 # drift of the host's speed hits both alike.
 dmirror_load test_hmm || exit 1
 insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" || exit 1
+# Not asserted: what a run did, in the log, to explain an outlier in the
+# table (folios against pages moved, VRAM allocation failures, THPs that
+# the source could not get or that migration split).
+counters() {
+	echo "# after $1:"
+	sed 's/^/#   rvram0 /' /sys/kernel/debug/rvram/rvram0/stats
+	grep -E '^thp_(fault_alloc|fault_fallback|migration_success|migration_fail|migration_split|split_page) ' \
+		/proc/vmstat | sed 's/^/#   /'
+}
 n=0
 for mb in "${sizes[@]}"; do
 	n=$((n + 1))
-	if res=$("$bin" /dev/hmm_dmirror0,/dev/rvram0 "$mb" "$iters"); then
-		echo "ok $n - test_hmm and rvram, $mb MiB: data intact after $((iters + 1)) round trips each"
+	ok=1
+	for mode in 4k thp; do
+		if ! res=$("$bin" /dev/hmm_dmirror0,/dev/rvram0 "$mb" "$iters" "$mode"); then
+			ok=0
+			continue
+		fi
+		counters "$mode $mb MiB" >&2
 		while read -r mode size s2d_a d2s_a s2d_b d2s_b r_s2d r_d2s; do
 			t[test_hmm,$mode,$size,s2d]=$s2d_a
 			t[test_hmm,$mode,$size,d2s]=$d2s_a
@@ -38,6 +52,9 @@ for mb in "${sizes[@]}"; do
 			t[ratio,$mode,$size,s2d]=$r_s2d
 			t[ratio,$mode,$size,d2s]=$r_d2s
 		done <<< "$res"
+	done
+	if [ $ok = 1 ]; then
+		echo "ok $n - test_hmm and rvram, $mb MiB: data intact after $((iters + 1)) round trips each, 4 KiB pages and THPs"
 	else
 		echo "not ok $n - test_hmm and rvram, $mb MiB"
 	fi
