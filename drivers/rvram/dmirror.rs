@@ -563,6 +563,7 @@ impl DmirrorFile {
                 pm.data().read_pages(index, &mut new)?;
                 mig.set_system(i, new)?;
             }
+            // cpages counts pages, migrated_to_ram folios.
             let moved = mig.migrate();
             let n = moved.count() as u64;
             let pages = moved.pages() as u64;
