@@ -336,7 +336,11 @@ impl PinnedDrop for Header {
 /// the instantiations while its name is not).
 fn new_used(bits: BitmapVec) -> impl PinInit<SpinLock<Used>> {
     SpinLock::new(
-        Used { bits, next: 0 },
+        Used {
+            bits,
+            next: 0,
+            reserved: 0,
+        },
         c"Pagemap::used",
         crate::static_lock_class!(),
     )
@@ -348,10 +352,12 @@ fn new_used(bits: BitmapVec) -> impl PinInit<SpinLock<Used>> {
 ///
 /// No page below `next` is free.
 struct Used {
-    /// Bit `i` is set while page `i` is allocated.
+    /// Bit `i` is set while page `i` is allocated or reserved.
     bits: BitmapVec,
     /// Where a search starts: at or below the lowest free page.
     next: usize,
+    /// How many of the set bits are reserved pages ([`Reservation`]).
+    reserved: usize,
 }
 
 /// The first index at or after `from` of `n` (a power of two) free pages
@@ -374,6 +380,22 @@ fn first_fit(bits: &BitmapVec, end: usize, from: usize, n: usize) -> Option<usiz
         match bits.next_bit(base) {
             Some(b) if b < base + n => base = b + 1,
             _ => return Some(base),
+        }
+    }
+}
+
+/// The first index at or after `from` of `n` contiguous free pages that end
+/// at most at `end`, in `bits` (at least `end` bits long), at any alignment.
+fn first_run(bits: &BitmapVec, end: usize, from: usize, n: usize) -> Option<usize> {
+    let mut base = from;
+    loop {
+        let free = bits.next_zero_bit(base)?;
+        if free.checked_add(n)? > end {
+            return None;
+        }
+        match bits.next_bit(free) {
+            Some(b) if b < free + n => base = b + 1,
+            _ => return Some(free),
         }
     }
 }
@@ -504,7 +526,8 @@ impl<T: DevicePrivateOps> Pagemap<T> {
         self.nr
     }
 
-    /// The number of pages currently allocated.
+    /// The number of pages currently allocated as device-private folios
+    /// (not counting reserved pages).
     pub fn nr_used(&self) -> usize {
         let used = self.used.lock();
         let mut n = 0;
@@ -516,7 +539,100 @@ impl<T: DevicePrivateOps> Pagemap<T> {
             n += 1;
             i = b + 1;
         }
-        n
+        n - used.reserved
+    }
+
+    /// The number of pages currently reserved ([`Pagemap::reserve`]).
+    pub fn nr_reserved(&self) -> usize {
+        self.used.lock().reserved
+    }
+
+    /// Sets aside the lowest run of `nr` contiguous free pages for the
+    /// driver's own use, such as a buffer object that the device exports:
+    /// the allocator hands none of them out as folios until the run is
+    /// given back with [`Pagemap::unreserve`].
+    ///
+    /// Reserved pages have no folio: core mm never maps, migrates or frees
+    /// them, and [`crate::mm::migrate::Eviction`] skips them, so their
+    /// content is the driver's to manage (and to clear before user space
+    /// sees it). `EINVAL` for `nr == 0`, `ENOMEM` when no such run is free.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use kernel::mm::pagemap::{DeviceFault, DeviceFolio, DevicePrivateOps, FaultError, Pagemap};
+    /// use kernel::prelude::*;
+    ///
+    /// struct Vram;
+    ///
+    /// impl DevicePrivateOps for Vram {
+    ///     fn folio_free(_pm: &Pagemap<Self>, _folio: &DeviceFolio<Self>) {}
+    ///     fn migrate_to_ram(
+    ///         _pm: &Pagemap<Self>,
+    ///         _fault: &DeviceFault<'_, Self>,
+    ///     ) -> core::result::Result<(), FaultError> {
+    ///         Err(FaultError::SigBus)
+    ///     }
+    /// }
+    ///
+    /// let pm = KBox::pin_init(Pagemap::new(2 << 20, None, Vram), GFP_KERNEL)?;
+    /// let folio = pm.alloc_folio(0)?;
+    /// let bo = pm.reserve(3)?;
+    /// assert_eq!((bo.index(), bo.nr_pages()), (1, 3));
+    /// assert_eq!((pm.nr_used(), pm.nr_reserved()), (1, 3));
+    /// assert_eq!(pm.alloc_folio(0)?.index(), 4);
+    /// pm.unreserve(bo);
+    /// assert_eq!(pm.nr_reserved(), 0);
+    /// # drop(folio);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn reserve(&self, nr: usize) -> Result<Reservation> {
+        if nr == 0 {
+            return Err(EINVAL);
+        }
+        let mut used = self.used.lock();
+        let index = first_run(&used.bits, self.nr, used.next, nr).ok_or(ENOMEM)?;
+        for i in index..index + nr {
+            used.bits.set_bit(i);
+        }
+        used.reserved += nr;
+        if index == used.next {
+            // INVARIANT: The pages up to `index + nr` are used now, and
+            // none below `next` was free.
+            used.next = index + nr;
+        }
+        // INVARIANT: The run was free and is now marked used in this
+        // pagemap, without a folio.
+        Ok(Reservation {
+            pagemap: self.raw().cast_const().cast(),
+            index,
+            nr,
+        })
+    }
+
+    /// Gives a run of pages set aside by [`Pagemap::reserve`] back to the
+    /// allocator.
+    ///
+    /// A reservation of another pagemap is not released: its pages stay
+    /// reserved (leaked), with a warning.
+    pub fn unreserve(&self, r: Reservation) {
+        if !core::ptr::eq(r.pagemap, self.raw().cast_const().cast()) {
+            pr_warn!("pagemap: reservation given back to the wrong pagemap, leaked\n");
+            core::mem::forget(r);
+            return;
+        }
+        let (index, nr) = (r.index, r.nr);
+        core::mem::forget(r);
+        let mut used = self.used.lock();
+        // The reservation's pages are marked used and are not folios (its
+        // type invariant): clearing them frees no folio.
+        for i in index..index + nr {
+            used.bits.clear_bit(i);
+        }
+        used.reserved -= nr;
+        // INVARIANT: `index` is now the lowest free page if none below
+        // `next` was free.
+        used.next = used.next.min(index);
     }
 
     /// Allocates a folio of `2^order` pages, naturally aligned.
@@ -778,6 +894,50 @@ impl<T: DevicePrivateOps> Drop for NewFolio<'_, T> {
     }
 }
 
+/// A run of a [`Pagemap`]'s pages set aside for the driver's own use by
+/// [`Pagemap::reserve`]; give it back with [`Pagemap::unreserve`].
+///
+/// Dropping a reservation instead leaks its pages (they stay reserved until
+/// the pagemap goes away), with a warning.
+///
+/// # Invariants
+///
+/// Pages `index..index + nr` of the pagemap whose `dev_pagemap` is at
+/// `pagemap` are marked used in its allocator, counted as reserved, and
+/// have no folio, until the reservation is given back.
+pub struct Reservation {
+    pagemap: *const c_void,
+    index: usize,
+    nr: usize,
+}
+
+// SAFETY: The pointer only identifies the pagemap; it is never dereferenced.
+unsafe impl Send for Reservation {}
+// SAFETY: As above; `Reservation` has no interior mutability.
+unsafe impl Sync for Reservation {}
+
+impl Reservation {
+    /// The index of the first page in the pagemap.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The number of pages.
+    pub fn nr_pages(&self) -> usize {
+        self.nr
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        pr_warn!(
+            "pagemap: reservation of {} pages at {} dropped, leaked\n",
+            self.nr,
+            self.index
+        );
+    }
+}
+
 /// A CPU fault on a device-private page, in [`DevicePrivateOps::migrate_to_ram`].
 ///
 /// # Invariants
@@ -953,6 +1113,43 @@ mod tests {
         drop((again, v));
         assert_eq!(pm.nr_used(), 0);
         assert_eq!(pm.alloc_folio(0)?.index(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn reserved_pages_are_not_handed_out() -> Result {
+        let pm = new_pm(2 * PMD)?;
+        let n = pm.nr_pages();
+        let a = pm.alloc_folio(0)?;
+        let b = pm.alloc_folio(0)?;
+        drop(a);
+        // The lowest run long enough: page 0 is free but too short.
+        let r = pm.reserve(5)?;
+        assert_eq!((r.index(), r.nr_pages()), (2, 5));
+        assert_eq!((pm.nr_used(), pm.nr_reserved()), (1, 5));
+        let z = pm.alloc_folio(0)?;
+        assert_eq!(z.index(), 0);
+        let c = pm.alloc_folio(0)?;
+        assert_eq!(c.index(), 7);
+        assert_eq!(pm.reserve(0).err(), Some(EINVAL));
+        assert_eq!(pm.reserve(n).err(), Some(ENOMEM));
+        if thp_migration_supported() {
+            // A PMD folio skips the reserved run.
+            assert_eq!(pm.alloc_folio(MAX_FOLIO_ORDER)?.index(), n / 2);
+        }
+        pm.unreserve(r);
+        assert_eq!(pm.nr_reserved(), 0);
+        assert_eq!(pm.alloc_folio(0)?.index(), 2);
+        // Freeing folios does not release reserved pages, and the whole
+        // free space can be reserved again.
+        drop((b, c, z));
+        let all = pm.reserve(n)?;
+        assert_eq!((all.index(), pm.nr_used()), (0, 0));
+        pm.unreserve(all);
+        let other = new_pm(PMD)?;
+        let r = other.reserve(1)?;
+        pm.unreserve(r); // Wrong pagemap: leaked, not released here.
+        assert_eq!(other.nr_reserved(), 1);
         Ok(())
     }
 
