@@ -1,0 +1,518 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! DMA-buf export of PCI BAR memory to peer-to-peer importers.
+//!
+//! A device whose memory BAR holds buffers (a GPU's VRAM) hands them to
+//! other devices as dma-bufs: an importer (an RDMA NIC registering a
+//! dma-buf MR, another accelerator) attaches to the buffer and maps it for
+//! its own DMA, which then goes straight to the BAR, peer to peer.
+//!
+//! [`BarExporter`] does the dma-buf side for ranges of one BAR that the
+//! driver published as P2PDMA memory
+//! (`pci::Device::p2pdma_add_resource`):
+//!
+//! - it accepts only importers that can take memory without `struct page`
+//!   (`allow_peer2peer`) and whose mappings can be revoked
+//!   (`invalidate_mappings`), and only when the PCI topology lets the
+//!   importer reach the BAR; anything else is refused at attach time
+//!   (`EOPNOTSUPP`, or `EREMOTEIO` for "not reachable peer to peer"), with a
+//!   log line, never bounced through system memory;
+//! - it maps an attachment with `dma_buf_phys_vec_to_sgt()`, for the
+//!   importer's device (PCI bus addresses, or an IOMMU mapping through the
+//!   host bridge);
+//! - when the driver unbinds, dropping the exporter revokes every buffer:
+//!   importers are told (`dma_buf_invalidate_mappings()`), the exporter
+//!   waits for their fences and for every mapping to be unmapped, and
+//!   further attaches and maps fail with `ENODEV`. Buffers outlive the
+//!   binding (user space may hold their file descriptors), but no importer
+//!   can reach the BAR through them any more.
+//!
+//! The driver's data for a buffer (what backs it, such as a reservation of
+//! device memory) is dropped when the last reference to the dma-buf goes.
+//! A driver module that exports imports the `DMA_BUF` symbol namespace
+//! (`imports_ns: ["DMA_BUF"]` in `module!`), as C exporters do.
+//!
+//! C headers: [`include/linux/dma-buf.h`](srctree/include/linux/dma-buf.h),
+//! [`include/linux/dma-buf-mapping.h`](srctree/include/linux/dma-buf-mapping.h)
+
+use crate::ffi::c_int;
+use crate::{
+    bindings, device,
+    error::{from_err_ptr, Result},
+    fs::{file, File},
+    new_condvar, new_mutex, pci,
+    prelude::*,
+    str::CStr,
+    sync::{
+        aref::ARef,
+        atomic::{Acquire, Atomic, Release},
+        Arc, CondVar, Mutex,
+    },
+    ThisModule,
+};
+use core::{ffi::c_void, marker::PhantomData, ptr::NonNull};
+
+/// Exports ranges of one PCI memory BAR as dma-bufs, for as long as the
+/// device is bound; dropping it revokes every buffer it exported.
+///
+/// # Examples
+///
+/// ```
+/// # use kernel::{device::Bound, pci::{self, BarExporter}, prelude::*};
+/// fn export_first_page(pdev: &pci::Device<Bound>, module: &'static ThisModule) -> Result {
+///     pdev.p2pdma_add_resource(2, 0, 0)?;
+///     let exporter = BarExporter::new(pdev, 2, c"example", module)?;
+///     // What backs the buffer: dropped with the dma-buf's last reference.
+///     let buf = exporter.handle().export(0, 4096, ())?;
+///     assert_eq!(buf.size(), 4096);
+///     Ok(())
+/// }
+/// ```
+pub struct BarExporter<'a> {
+    handle: ExportHandle,
+    _pdev: PhantomData<&'a pci::Device<device::Bound>>,
+}
+
+/// Exports buffers of a [`BarExporter`]; it can be kept where the bound
+/// device's lifetime cannot (for example by an open file), and fails with
+/// `ENODEV` once the exporter is gone.
+#[derive(Clone)]
+pub struct ExportHandle(Arc<Shared>);
+
+/// What the exporter and its buffers share.
+///
+/// # Invariants
+///
+/// `provider` and `dev` are the P2PDMA provider of BAR `bar` of a bound
+/// PCI device and that device: valid while `state.dead` is false, and
+/// never used after it became true (it does not become false again).
+/// `state.bufs` holds every dma-buf exported from here whose `release` has
+/// not run.
+#[pin_data]
+struct Shared {
+    provider: *mut bindings::p2pdma_provider,
+    dev: *mut bindings::device,
+    bar: u32,
+    bar_start: u64,
+    bar_len: u64,
+    name: &'static CStr,
+    module: &'static ThisModule,
+    #[pin]
+    state: Mutex<State>,
+}
+
+// SAFETY: The raw pointers are only used under the rules of the type
+// invariant, from any thread.
+unsafe impl Send for Shared {}
+// SAFETY: As above; mutable state is behind `state`.
+unsafe impl Sync for Shared {}
+
+struct State {
+    dead: bool,
+    bufs: KVec<*mut bindings::dma_buf>,
+}
+
+impl<'a> BarExporter<'a> {
+    /// Sets up exports from BAR `bar` of `pdev`, which must have been
+    /// published with `p2pdma_add_resource` (else `EINVAL`). `name` names
+    /// the exporter in `/sys/kernel/debug/dma_buf/bufinfo`; `module` is the
+    /// driver's, kept loaded while any buffer lives.
+    pub fn new(
+        pdev: &'a pci::Device<device::Bound>,
+        bar: u32,
+        name: &'static CStr,
+        module: &'static ThisModule,
+    ) -> Result<Self> {
+        let bar_start = pdev.resource_start(bar)?;
+        let bar_len = pdev.resource_len(bar)?;
+        let raw = pdev.as_raw();
+        // SAFETY: `raw` is a bound PCI device; `bar` is a valid BAR index
+        // (`resource_start` checked it). The provider is device-managed.
+        let provider = unsafe { bindings::pcim_p2pdma_provider(raw, bar as i32) };
+        if provider.is_null() {
+            return Err(EINVAL);
+        }
+        let dev = AsRef::<device::Device<device::Bound>>::as_ref(pdev).as_raw();
+        // INVARIANT: `provider` belongs to `bar` of `pdev`, which stays bound
+        // for `'a`; the exporter's drop sets `dead` before that ends.
+        let shared = Arc::pin_init(
+            pin_init!(Shared {
+                provider,
+                dev,
+                bar,
+                bar_start,
+                bar_len,
+                name,
+                module,
+                state <- new_mutex!(State {
+                    dead: false,
+                    bufs: KVec::new(),
+                }),
+            }),
+            GFP_KERNEL,
+        )?;
+        Ok(Self {
+            handle: ExportHandle(shared),
+            _pdev: PhantomData,
+        })
+    }
+
+    /// A handle that exports buffers of this exporter.
+    pub fn handle(&self) -> ExportHandle {
+        self.handle.clone()
+    }
+}
+
+impl Drop for BarExporter<'_> {
+    fn drop(&mut self) {
+        let sh = &self.handle.0;
+        let mut state = sh.state.lock();
+        // INVARIANT: From now on nothing uses `provider` or `dev`: attach
+        // checks `dead` under this lock, and map checks its buffer's
+        // `revoked`, set below under the reservation lock that map holds.
+        state.dead = true;
+        for &d in state.bufs.iter() {
+            // SAFETY: `d` is a dma-buf whose `release` has not run (type
+            // invariant of `Shared`), so its memory is valid. A file whose
+            // last reference is gone has no importer left to revoke.
+            let file = unsafe { bindings::get_file_active(&raw mut (*d).file) };
+            if file.is_null() {
+                continue;
+            }
+            // SAFETY: `d` is alive: we hold a reference to its file.
+            unsafe { Buffer::revoke(d) };
+            // SAFETY: Drops the reference taken above; the last `fput` of a
+            // dma-buf file runs `release` later, not under this lock.
+            unsafe { bindings::fput(file) };
+        }
+    }
+}
+
+impl ExportHandle {
+    /// Exports `size` bytes of the BAR from `offset` as a dma-buf, with
+    /// `data` as what backs it (dropped with the dma-buf's last reference).
+    ///
+    /// `offset` and `size` must be page aligned, `size` non-zero and the
+    /// range inside the BAR: otherwise `EINVAL`. `ENODEV` once the
+    /// exporter was dropped (the device is unbound).
+    pub fn export<T: Send + Sync + 'static>(
+        &self,
+        offset: u64,
+        size: usize,
+        data: T,
+    ) -> Result<DmaBuf> {
+        let sh = &self.0;
+        let page = crate::page::PAGE_SIZE as u64;
+        let len = u64::try_from(size)?;
+        let end = offset.checked_add(len).ok_or(EINVAL)?;
+        if size == 0 || offset % page != 0 || len % page != 0 || end > sh.bar_len {
+            return Err(EINVAL);
+        }
+        let data = KBox::new(data, GFP_KERNEL)?;
+        let buf = KBox::pin_init(
+            pin_init!(Buffer {
+                shared: sh.clone(),
+                phys: bindings::phys_vec {
+                    paddr: sh.bar_start + offset,
+                    len: size,
+                },
+                size,
+                revoked: Atomic::new(false),
+                maps <- new_mutex!(0),
+                unmapped <- new_condvar!(),
+                data: KBox::into_raw(data).cast(),
+                drop_data: drop_boxed::<T>,
+            }),
+            GFP_KERNEL,
+        )?;
+        let mut state = sh.state.lock();
+        if state.dead {
+            return Err(ENODEV);
+        }
+        state.bufs.reserve(1, GFP_KERNEL)?;
+        // SAFETY: The buffer is handed to the dma-buf, which gives it back
+        // in `release` (or below on failure); it is not moved meanwhile.
+        let priv_ = KBox::into_raw(unsafe { Pin::into_inner_unchecked(buf) });
+        let info = bindings::dma_buf_export_info {
+            exp_name: sh.name.as_char_ptr(),
+            owner: sh.module.as_ptr(),
+            ops: &OPS,
+            size,
+            flags: file::flags::O_RDWR as i32,
+            resv: core::ptr::null_mut(),
+            priv_: priv_.cast(),
+        };
+        // SAFETY: `info` is complete; `OPS` has the mandatory callbacks.
+        let d = match from_err_ptr(unsafe { bindings::dma_buf_export(&info) }) {
+            Ok(d) => d,
+            Err(e) => {
+                // SAFETY: The export failed: nothing else has the buffer.
+                drop(unsafe { KBox::from_raw(priv_) });
+                return Err(e);
+            }
+        };
+        // INVARIANT: Until `release` removes it again.
+        state.bufs.push(d, GFP_KERNEL)?;
+        // INVARIANT: `dma_buf_export()` returned a dma-buf with one
+        // reference (on its file), ours now.
+        Ok(DmaBuf {
+            // SAFETY: `from_err_ptr` rejected error pointers; `d` is not NULL.
+            dmabuf: unsafe { NonNull::new_unchecked(d) },
+        })
+    }
+}
+
+/// # Safety
+///
+/// `p` must come from `KBox::<T>::into_raw` and not be used afterwards.
+unsafe fn drop_boxed<T>(p: *mut c_void) {
+    // SAFETY: As required above.
+    drop(unsafe { KBox::from_raw(p.cast::<T>()) });
+}
+
+/// An exported dma-buf, with one reference to it.
+///
+/// # Invariants
+///
+/// `dmabuf` is a dma-buf exported by [`ExportHandle::export`] on which
+/// this object owns one reference.
+pub struct DmaBuf {
+    dmabuf: NonNull<bindings::dma_buf>,
+}
+
+// SAFETY: dma-buf references may be dropped on any thread.
+unsafe impl Send for DmaBuf {}
+// SAFETY: `DmaBuf` only reads immutable fields.
+unsafe impl Sync for DmaBuf {}
+
+impl DmaBuf {
+    /// The size in bytes.
+    pub fn size(&self) -> usize {
+        // SAFETY: The dma-buf is alive (type invariant); `size` is immutable.
+        unsafe { (*self.dmabuf.as_ptr()).size }
+    }
+
+    /// The dma-buf's file, taking over this object's reference: install it
+    /// in a file descriptor (`FileDescriptorReservation::fd_install`) to
+    /// give the buffer to user space.
+    pub fn into_file(self) -> ARef<File> {
+        // SAFETY: A dma-buf's reference is a reference on its file.
+        let file = unsafe { (*self.dmabuf.as_ptr()).file };
+        core::mem::forget(self);
+        // SAFETY: We own one reference to `file` (type invariant), which the
+        // `ARef` takes over; `File` is a transparent `struct file`.
+        unsafe { ARef::from_raw(NonNull::new_unchecked(file.cast::<File>())) }
+    }
+}
+
+impl Drop for DmaBuf {
+    fn drop(&mut self) {
+        // SAFETY: We own one reference (type invariant).
+        unsafe { bindings::dma_buf_put(self.dmabuf.as_ptr()) };
+    }
+}
+
+/// The exporter's state of one dma-buf: its `priv`.
+///
+/// # Invariants
+///
+/// `data` comes from `KBox::into_raw` of the type `drop_data` drops.
+/// `revoked` only goes from false to true, under the dma-buf's reservation
+/// lock. `maps` counts the mappings made by `map` and not yet unmapped.
+#[pin_data(PinnedDrop)]
+struct Buffer {
+    shared: Arc<Shared>,
+    phys: bindings::phys_vec,
+    size: usize,
+    revoked: Atomic<bool>,
+    #[pin]
+    maps: Mutex<usize>,
+    #[pin]
+    unmapped: CondVar,
+    data: *mut c_void,
+    drop_data: unsafe fn(*mut c_void),
+}
+
+#[pinned_drop]
+impl PinnedDrop for Buffer {
+    fn drop(self: Pin<&mut Self>) {
+        // SAFETY: `data` matches `drop_data` and is dropped once (type
+        // invariant), here.
+        unsafe { (self.drop_data)(self.data) };
+    }
+}
+
+impl Buffer {
+    /// # Safety
+    ///
+    /// `d` must be a live dma-buf exported by [`ExportHandle::export`].
+    unsafe fn of<'b>(d: *const bindings::dma_buf) -> &'b Buffer {
+        // SAFETY: Its `priv` is a `Buffer` until `release` (requirement).
+        unsafe { &*(*d).priv_.cast::<Buffer>() }
+    }
+
+    /// Revokes `d`: no new mapping, importers told to drop theirs; returns
+    /// once their fences signalled and every mapping is unmapped.
+    ///
+    /// # Safety
+    ///
+    /// `d` must be a live dma-buf exported by [`ExportHandle::export`].
+    unsafe fn revoke(d: *mut bindings::dma_buf) {
+        // SAFETY: `d` is alive (requirement).
+        let (buf, resv) = unsafe { (Self::of(d), (*d).resv) };
+        // SAFETY: `resv` is the dma-buf's reservation object; no acquire
+        // context.
+        unsafe { bindings::dma_resv_lock(resv, core::ptr::null_mut()) };
+        // INVARIANT: Set under the reservation lock.
+        buf.revoked.store(true, Release);
+        // SAFETY: The reservation lock is held, as required.
+        unsafe {
+            bindings::dma_buf_invalidate_mappings(d);
+            bindings::dma_resv_wait_timeout(
+                resv,
+                bindings::dma_resv_usage_DMA_RESV_USAGE_BOOKKEEP,
+                false,
+                // MAX_SCHEDULE_TIMEOUT: wait for as long as it takes.
+                crate::ffi::c_long::MAX as crate::ffi::c_ulong,
+            );
+            bindings::dma_resv_unlock(resv);
+        }
+        // Importers unmap from their `invalidate_mappings` or soon after;
+        // their mappings point into the BAR, which is about to go away.
+        let mut maps = buf.maps.lock();
+        while *maps != 0 {
+            buf.unmapped.wait(&mut maps);
+        }
+    }
+}
+
+static OPS: bindings::dma_buf_ops = {
+    // SAFETY: All-zeroes is a valid `dma_buf_ops` (no callbacks).
+    let mut ops: bindings::dma_buf_ops = unsafe { core::mem::zeroed() };
+    ops.attach = Some(attach_callback);
+    ops.map_dma_buf = Some(map_callback);
+    ops.unmap_dma_buf = Some(unmap_callback);
+    ops.release = Some(release_callback);
+    ops
+};
+
+/// # Safety
+///
+/// Only called by the dma-buf core, as `dma_buf_ops::attach` of a buffer
+/// with our ops.
+unsafe extern "C" fn attach_callback(
+    d: *mut bindings::dma_buf,
+    attach: *mut bindings::dma_buf_attachment,
+) -> c_int {
+    // SAFETY: `d` is alive while it is being attached to.
+    let buf = unsafe { Buffer::of(d) };
+    let sh = &*buf.shared;
+    let state = sh.state.lock();
+    if state.dead {
+        return ENODEV.to_errno();
+    }
+    // SAFETY: `attach` is a valid attachment being set up; its device is
+    // the importer's, alive for the attachment.
+    let (importer, p2p, revocable): (&device::Device, bool, bool) = unsafe {
+        (
+            device::Device::from_raw((*attach).dev),
+            (*attach).peer2peer,
+            bindings::dma_buf_attach_revocable(attach),
+        )
+    };
+    // SAFETY: `dev` is valid while not `dead` (type invariant of `Shared`).
+    let exporter: &device::Device = unsafe { device::Device::from_raw(sh.dev) };
+    if !p2p {
+        dev_warn!(
+            importer,
+            "{}: dma-buf of BAR{} of {}: importer does not take peer-to-peer memory\n",
+            sh.name,
+            sh.bar,
+            exporter.name()
+        );
+        return EOPNOTSUPP.to_errno();
+    }
+    if !revocable {
+        dev_warn!(
+            importer,
+            "{}: dma-buf of BAR{} of {}: importer cannot be revoked\n",
+            sh.name,
+            sh.bar,
+            exporter.name()
+        );
+        return EOPNOTSUPP.to_errno();
+    }
+    // SAFETY: `provider` is valid while not `dead`; the device is alive.
+    let map = unsafe { bindings::pci_p2pdma_map_type(sh.provider, (*attach).dev) };
+    match map {
+        bindings::pci_p2pdma_map_type_PCI_P2PDMA_MAP_BUS_ADDR
+        | bindings::pci_p2pdma_map_type_PCI_P2PDMA_MAP_THRU_HOST_BRIDGE => 0,
+        _ => {
+            dev_warn!(
+                importer,
+                "{}: dma-buf of BAR{} of {}: not reachable peer to peer\n",
+                sh.name,
+                sh.bar,
+                exporter.name()
+            );
+            EREMOTEIO.to_errno()
+        }
+    }
+}
+
+/// # Safety
+///
+/// Only called by the dma-buf core, as `dma_buf_ops::map_dma_buf`, with the
+/// reservation lock held.
+unsafe extern "C" fn map_callback(
+    attach: *mut bindings::dma_buf_attachment,
+    dir: bindings::dma_data_direction,
+) -> *mut bindings::sg_table {
+    // SAFETY: The attachment and its dma-buf are alive.
+    let buf = unsafe { Buffer::of((*attach).dmabuf) };
+    if buf.revoked.load(Acquire) {
+        return ENODEV.to_ptr();
+    }
+    let mut phys = buf.phys;
+    // SAFETY: Not revoked under the reservation lock, which revocation
+    // takes: the exporter is not dead, so `provider` is valid. `phys` is
+    // one range inside the BAR.
+    let sgt = unsafe {
+        bindings::dma_buf_phys_vec_to_sgt(attach, buf.shared.provider, &mut phys, 1, buf.size, dir)
+    };
+    if from_err_ptr(sgt).is_ok() {
+        *buf.maps.lock() += 1;
+    }
+    sgt
+}
+
+/// # Safety
+///
+/// Only called by the dma-buf core, as `dma_buf_ops::unmap_dma_buf`, with
+/// the reservation lock held, for a table `map_callback` returned.
+unsafe extern "C" fn unmap_callback(
+    attach: *mut bindings::dma_buf_attachment,
+    sgt: *mut bindings::sg_table,
+    dir: bindings::dma_data_direction,
+) {
+    // SAFETY: The attachment and its dma-buf are alive.
+    let buf = unsafe { Buffer::of((*attach).dmabuf) };
+    // SAFETY: `sgt` came from `dma_buf_phys_vec_to_sgt()` for `attach`.
+    unsafe { bindings::dma_buf_free_sgt(attach, sgt, dir) };
+    let mut maps = buf.maps.lock();
+    *maps -= 1;
+    if *maps == 0 {
+        buf.unmapped.notify_all();
+    }
+}
+
+/// # Safety
+///
+/// Only called by the dma-buf core, as `dma_buf_ops::release`, once.
+unsafe extern "C" fn release_callback(d: *mut bindings::dma_buf) {
+    // SAFETY: `priv` is the `Buffer` that `export` leaked into it.
+    let buf = unsafe { KBox::from_raw((*d).priv_.cast::<Buffer>()) };
+    // INVARIANT: `d` leaves `bufs` as its `release` runs.
+    buf.shared.state.lock().bufs.retain(|b| *b != d);
+    drop(buf);
+}
