@@ -197,6 +197,9 @@ impl MiscDevice for DmirrorFile {
     }
 
     fn ioctl(me: Pin<&DmirrorFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+        if cmd == crate::bo::ALLOC_DMABUF {
+            return crate::bo::alloc_dmabuf(&me.gpu, arg);
+        }
         let user = UserSlice::new(UserPtr::from_addr(arg), 40);
         let (mut reader, mut writer) = user.reader_writer();
         let mut c = Cmd {

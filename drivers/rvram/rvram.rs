@@ -36,6 +36,7 @@ use kernel::{
     InPlaceModule, ThisModule,
 };
 
+mod bo;
 mod dmirror;
 mod vram;
 
@@ -87,6 +88,9 @@ struct Stats {
     pages_to_ram: Atomic<u64>,
     /// Time spent serving faults on VRAM pages by migration, in ns.
     fault_ns: Atomic<u64>,
+    /// VRAM buffer objects exported as dma-bufs, and those released.
+    dmabufs: Atomic<u64>,
+    dmabufs_freed: Atomic<u64>,
 }
 
 impl Stats {
@@ -102,6 +106,8 @@ impl Stats {
             pages_to_vram: Atomic::new(0),
             pages_to_ram: Atomic::new(0),
             fault_ns: Atomic::new(0),
+            dmabufs: Atomic::new(0),
+            dmabufs_freed: Atomic::new(0),
         }
     }
 }
@@ -231,6 +237,8 @@ struct Gpu {
     /// The PCI device, as the client named in alias faults.
     dev: ARef<device::Device>,
     pages: Pin<KBox<Pagemap<VramPages>>>,
+    /// Exports VRAM buffer objects (`ENODEV` once unbound).
+    exports: pci::ExportHandle,
     /// Serialises migrations into VRAM against unbind; `true` once unbound.
     #[pin]
     ops: Mutex<bool>,
@@ -276,6 +284,9 @@ impl Gpu {
 struct Rvram<'bound> {
     pdev: &'bound pci::Device<Bound>,
     gpu: Arc<Gpu>,
+    /// Exports VRAM buffer objects as dma-bufs; dropped (which revokes
+    /// them) before the P2PDMA memory below is freed.
+    exporter: pci::BarExporter<'bound>,
     /// All of BAR2 as P2PDMA memory, reserved so that the P2PDMA pool never
     /// hands VRAM to anyone else: VRAM page `i` is P2PDMA page `p2p.pfn() + i`.
     p2p: pci::P2pMem<'bound>,
@@ -323,7 +334,10 @@ fn show_stats(gpu: &Arc<Gpu>, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Re
     writeln!(f, "alias_accesses {}", s.alias_access.load(Relaxed))?;
     writeln!(f, "pages_to_vram {}", s.pages_to_vram.load(Relaxed))?;
     writeln!(f, "pages_to_ram {}", s.pages_to_ram.load(Relaxed))?;
-    writeln!(f, "fault_ns {}", s.fault_ns.load(Relaxed))
+    writeln!(f, "fault_ns {}", s.fault_ns.load(Relaxed))?;
+    writeln!(f, "dmabufs_exported {}", s.dmabufs.load(Relaxed))?;
+    writeln!(f, "dmabufs_released {}", s.dmabufs_freed.load(Relaxed))?;
+    writeln!(f, "dmabuf_pages {}", pm.nr_reserved())
 }
 
 /// The device that names this GPU as an alias client.
@@ -373,6 +387,13 @@ impl pci::Driver for RvramDriver {
                     "cannot publish BAR{VRAM_BAR} as P2PDMA memory: {e:?}\n"
                 );
             })?;
+            let exporter = pci::BarExporter::new(
+                pdev,
+                VRAM_BAR,
+                c"rvram",
+                kernel::module::this_module::<RvramModule>(),
+            )?;
+            let exports = exporter.handle();
             let size = usize::try_from(layout.size())?;
             let p2p = pdev.alloc_p2pmem(size)?;
             if p2p.phys_addr() != pdev.resource_start(VRAM_BAR)? {
@@ -405,6 +426,7 @@ impl pci::Driver for RvramDriver {
                         index,
                         dev: client_dev(pdev),
                         pages,
+                        exports,
                         ops <- new_mutex!(false),
                     }),
                     GFP_KERNEL,
@@ -424,6 +446,7 @@ impl pci::Driver for RvramDriver {
             Ok(try_pin_init!(Rvram {
                 pdev,
                 gpu,
+                exporter,
                 p2p,
                 misc <- MiscDeviceRegistration::register(MiscDeviceOptions { name: NAMES[index] }),
                 dir: dir.clone(),
@@ -504,4 +527,5 @@ module! {
     authors: ["rvram developers"],
     description: "Device-private VRAM of an ivshmem-backed GPU model",
     license: "GPL v2",
+    imports_ns: ["DMA_BUF"],
 }

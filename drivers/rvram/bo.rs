@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! VRAM buffer objects, exported as dma-bufs (`RVRAM_IOCTL_ALLOC_DMABUF`).
+//!
+//! A buffer object is a run of VRAM pages set aside from migration
+//! ([`Pagemap::reserve`](kernel::mm::pagemap::Pagemap::reserve)) and handed
+//! to user space as a dma-buf file descriptor, for importers that register
+//! it pinned (RDMA dma-buf MRs) instead of mirroring a process's memory
+//! with ODP. The pages are cleared before the buffer is exported and go back
+//! to the VRAM allocator with the dma-buf's last reference. Importers reach
+//! the BAR peer to peer or not at all; unbinding the GPU revokes every
+//! buffer (see [`kernel::pci::BarExporter`]).
+
+use crate::Gpu;
+use kernel::{
+    fs::file::{flags::O_CLOEXEC, FileDescriptorReservation},
+    ioctl::_IOWR,
+    mm::pagemap::Reservation,
+    page::PAGE_SIZE,
+    prelude::*,
+    sync::{atomic::Relaxed, Arc},
+    uaccess::{UserPtr, UserSlice},
+};
+
+/// `struct rvram_alloc_dmabuf` (include/uapi/misc/rvram.h): `size` in
+/// bytes, `flags` (none defined), `fd` (out).
+const ARG_SIZE: usize = 16;
+/// `RVRAM_IOCTL_ALLOC_DMABUF`.
+pub(crate) const ALLOC_DMABUF: u32 = _IOWR::<[u64; 2]>(b'R' as u32, 0x00);
+
+/// The VRAM behind one exported dma-buf.
+struct Bo {
+    gpu: Arc<Gpu>,
+    vram: Option<Reservation>,
+}
+
+impl Drop for Bo {
+    fn drop(&mut self) {
+        if let Some(r) = self.vram.take() {
+            let pm = &*self.gpu.pages;
+            pm.data().stats.dmabufs_freed.fetch_add(1, Relaxed);
+            pm.unreserve(r);
+        }
+    }
+}
+
+/// Handles `RVRAM_IOCTL_ALLOC_DMABUF` on a file of `gpu`: allocates `size`
+/// bytes of cleared VRAM and returns a dma-buf file descriptor for it.
+pub(crate) fn alloc_dmabuf(gpu: &Arc<Gpu>, arg: usize) -> Result<isize> {
+    let (mut reader, mut writer) =
+        UserSlice::new(UserPtr::from_addr(arg), ARG_SIZE).reader_writer();
+    let size: u64 = reader.read()?;
+    let flags: u32 = reader.read()?;
+    let pm = &*gpu.pages;
+    let vram = pm.nr_pages() as u64 * PAGE_SIZE as u64;
+    if flags != 0 || size == 0 || size % PAGE_SIZE as u64 != 0 || size > vram {
+        pr_warn!(
+            "RVRAM_IOCTL_ALLOC_DMABUF: bad request: size {size:#x} (VRAM {vram:#x}), flags {flags:#x}\n"
+        );
+        return Err(EINVAL);
+    }
+    let nr = usize::try_from(size / PAGE_SIZE as u64)?;
+    let fd = FileDescriptorReservation::get_unused_fd_flags(O_CLOEXEC)?;
+    let buf = {
+        // Serialises with unbind, which evicts VRAM and drops the exporter.
+        let dead = gpu.ops.lock();
+        if *dead {
+            return Err(ENODEV);
+        }
+        let r = pm.reserve(nr).inspect_err(|_| {
+            pm.data().stats.alloc_fail.fetch_add(1, Relaxed);
+        })?;
+        let index = r.index();
+        let bo = Bo {
+            gpu: gpu.clone(),
+            vram: Some(r),
+        };
+        // VRAM held someone else's data: the importer sees zeroes.
+        for i in index..index + nr {
+            pm.data().zero_page(i)?;
+        }
+        let offset = u64::try_from(index * PAGE_SIZE)?;
+        let buf = gpu.exports.export(offset, nr * PAGE_SIZE, bo)?;
+        pm.data().stats.dmabufs.fetch_add(1, Relaxed);
+        buf
+    };
+    writer.write(&size)?;
+    writer.write(&flags)?;
+    writer.write(&(fd.reserved_fd() as i32))?;
+    fd.fd_install(buf.into_file());
+    Ok(0)
+}
