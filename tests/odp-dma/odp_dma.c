@@ -34,6 +34,8 @@
  *
  * Test-only: it lives in the rvram project's tests/, not in the series.
  */
+#include <linux/dma-buf.h>
+#include <linux/dma-resv.h>
 #include <linux/hmm.h>
 #include <linux/hmm-dma.h>
 #include <linux/miscdevice.h>
@@ -43,6 +45,7 @@
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/xarray.h>
+#include <rdma/ib_umem.h>
 #include <rdma/ib_umem_odp.h>
 #include <rdma/ib_verbs.h>
 
@@ -86,7 +89,7 @@ struct odp_dma_dev {
 	bool dead;
 	struct {
 		atomic64_t faults, map_ram, map_bus, map_host_bridge, map_alias;
-		atomic64_t invalidations, dma_ops, dma_bytes;
+		atomic64_t invalidations, dma_ops, dma_bytes, revocations;
 	} stats;
 };
 
@@ -100,7 +103,12 @@ struct odp_dma_file {
 
 struct odp_dma_mr {
 	struct odp_dma_dev *dev;
+	/* An ODP MR, or a dma-buf MR (its iovas are 0..len). */
 	struct ib_umem_odp *odp;
+	struct ib_umem_dmabuf *dmabuf;
+	u64 len;
+	/* dma-buf MRs: the exporter took the memory away (under its resv). */
+	bool revoked;
 	/* The device's translation table: a DMA address per page, or 0. */
 	u64 *xlt;
 	u8 *type;
@@ -443,6 +451,52 @@ out:
 	return ret;
 }
 
+/*
+ * A dma-buf MR: the table was filled at registration from the exporter's
+ * scatterlist, and the exporter revokes it under the dma-buf's reservation
+ * lock, which a transfer holds while the engine runs, as irdma's revoke
+ * waits for the hardware to stop using the MR.
+ */
+static int odp_dma_xfer_dmabuf_page(struct odp_dma_mr *mr, u64 iova, u32 len,
+				    void __user *buf, bool to_mr)
+{
+	struct odp_dma_dev *d = mr->dev;
+	struct dma_resv *resv = mr->dmabuf->attach->dmabuf->resv;
+	u64 target;
+	int ret;
+
+	mutex_lock(&d->engine);
+	if (to_mr) {
+		if (copy_from_user(d->bounce, buf, len)) {
+			ret = -EFAULT;
+			goto out;
+		}
+		ret = edu_dma(d, d->bounce_dma, EDU_BUF, len, false);
+		if (ret)
+			goto out;
+	}
+	dma_resv_lock(resv, NULL);
+	if (mr->revoked) {
+		dma_resv_unlock(resv);
+		ret = -ENODEV;
+		goto out;
+	}
+	target = (mr->xlt[iova >> PAGE_SHIFT] & PAGE_MASK) + offset_in_page(iova);
+	if (to_mr)
+		ret = edu_dma(d, EDU_BUF, target, len, true);
+	else
+		ret = edu_dma(d, target, EDU_BUF, len, false);
+	dma_resv_unlock(resv);
+	if (ret || to_mr)
+		goto out;
+	ret = edu_dma(d, EDU_BUF, d->bounce_dma, len, true);
+	if (!ret && copy_to_user(buf, d->bounce, len))
+		ret = -EFAULT;
+out:
+	mutex_unlock(&d->engine);
+	return ret;
+}
+
 static struct odp_dma_mr *odp_dma_mr_get(struct odp_dma_file *f, u32 handle)
 {
 	struct odp_dma_mr *mr = xa_load(&f->mrs, handle);
@@ -452,8 +506,14 @@ static struct odp_dma_mr *odp_dma_mr_get(struct odp_dma_file *f, u32 handle)
 
 static void odp_dma_mr_free(struct odp_dma_mr *mr)
 {
-	/* Unmaps what is left under umem_mutex and removes the notifier. */
-	ib_umem_odp_release(mr->odp);
+	/*
+	 * ODP: unmaps what is left under umem_mutex and removes the notifier.
+	 * dma-buf: revokes (calling our revoke), unpins, detaches.
+	 */
+	if (mr->dmabuf)
+		ib_umem_release(&mr->dmabuf->umem);
+	else
+		ib_umem_odp_release(mr->odp);
 	kvfree(mr->xlt);
 	kvfree(mr->type);
 	kfree(mr);
@@ -523,6 +583,106 @@ err_free:
 	return ret;
 }
 
+/* Called under the dma-buf's reservation lock, once, before IB core unmaps. */
+static void odp_dma_dmabuf_revoke(void *priv)
+{
+	struct odp_dma_mr *mr = priv;
+	size_t pages = mr->len >> PAGE_SHIFT;
+
+	dma_resv_assert_held(mr->dmabuf->attach->dmabuf->resv);
+	memset(mr->xlt, 0, pages * sizeof(*mr->xlt));
+	memset(mr->type, ODP_DMA_MAP_NONE, pages);
+	mr->revoked = true;
+	atomic64_inc(&mr->dev->stats.revocations);
+}
+
+static long odp_dma_reg_dmabuf(struct odp_dma_file *f, void __user *arg)
+{
+	struct odp_dma_dev *d = f->dev;
+	struct odp_dma_reg_dmabuf reg;
+	struct ib_umem_dmabuf *umem;
+	struct scatterlist *sg;
+	struct odp_dma_mr *mr;
+	int access = IB_ACCESS_REMOTE_READ;
+	size_t pages, idx = 0;
+	u32 handle;
+	int ret, i;
+
+	if (copy_from_user(&reg, arg, sizeof(reg)))
+		return -EFAULT;
+	if (reg.flags & ~ODP_DMA_WRITABLE || reg.pad || !reg.len ||
+	    !PAGE_ALIGNED(reg.offset) || !PAGE_ALIGNED(reg.len) ||
+	    reg.offset + reg.len < reg.offset || reg.len > SZ_1G)
+		return -EINVAL;
+	if (reg.flags & ODP_DMA_WRITABLE)
+		access |= IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
+	pages = reg.len >> PAGE_SHIFT;
+
+	mr = kzalloc_obj(*mr);
+	if (!mr)
+		return -ENOMEM;
+	mr->dev = d;
+	mr->len = reg.len;
+	mr->xlt = kvcalloc(pages, sizeof(*mr->xlt), GFP_KERNEL);
+	mr->type = kvcalloc(pages, sizeof(*mr->type), GFP_KERNEL);
+	if (!mr->xlt || !mr->type) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
+	mutex_lock(&f->lock);
+	if (d->dead) {
+		ret = -ENODEV;
+		goto err_unlock;
+	}
+	umem = ib_umem_dmabuf_get_pinned_revocable_and_lock(&d->ibdev, reg.offset,
+							    reg.len, reg.fd,
+							    access);
+	if (IS_ERR(umem)) {
+		ret = PTR_ERR(umem);
+		goto err_unlock;
+	}
+	mr->dmabuf = umem;
+	ib_umem_dmabuf_set_revoke_locked(umem, odp_dma_dmabuf_revoke, mr);
+	/* The mapped table covers exactly [offset, offset + len). */
+	for_each_sgtable_dma_sg(&umem->umem.sgt_append.sgt, sg, i) {
+		u64 off;
+
+		for (off = 0; off < sg_dma_len(sg) && idx < pages;
+		     off += PAGE_SIZE, idx++) {
+			mr->xlt[idx] = (sg_dma_address(sg) + off) | XLT_VALID |
+				       (umem->umem.writable ? XLT_WRITE : 0);
+			mr->type[idx] = ODP_DMA_MAP_DMABUF;
+		}
+	}
+	dma_resv_unlock(umem->attach->dmabuf->resv);
+	if (idx != pages) {
+		dev_warn(&d->pdev->dev, "dma-buf MR: %zu of %zu pages mapped\n",
+			 idx, pages);
+		ret = -EIO;
+		goto err_release;
+	}
+	ret = xa_alloc(&f->mrs, &handle, mr, xa_limit_32b, GFP_KERNEL);
+	if (ret)
+		goto err_release;
+	mutex_unlock(&f->lock);
+	reg.mr = handle;
+	if (copy_to_user(arg, &reg, sizeof(reg))) {
+		/* The handle is the caller's to release with DEREG_MR. */
+		return -EFAULT;
+	}
+	return 0;
+
+err_release:
+	ib_umem_release(&umem->umem);
+err_unlock:
+	mutex_unlock(&f->lock);
+err_free:
+	kvfree(mr->xlt);
+	kvfree(mr->type);
+	kfree(mr);
+	return ret;
+}
+
 static long odp_dma_dereg(struct odp_dma_file *f, void __user *arg)
 {
 	struct odp_dma_mr *mr;
@@ -560,12 +720,14 @@ static long odp_dma_xfer(struct odp_dma_file *f, void __user *arg)
 		ret = -ENODEV;
 		goto out;
 	}
-	if (x.iova < ib_umem_start(mr->odp) ||
+	if (mr->dmabuf ? x.iova + x.len > mr->len :
+	    x.iova < ib_umem_start(mr->odp) ||
 	    x.iova + x.len > ib_umem_end(mr->odp)) {
 		ret = -ERANGE;
 		goto out;
 	}
-	if ((x.flags & ODP_DMA_TO_MR) && !mr->odp->umem.writable) {
+	if ((x.flags & ODP_DMA_TO_MR) &&
+	    !(mr->dmabuf ? &mr->dmabuf->umem : &mr->odp->umem)->writable) {
 		ret = -EACCES;
 		goto out;
 	}
@@ -574,9 +736,14 @@ static long odp_dma_xfer(struct odp_dma_file *f, void __user *arg)
 		u32 len = min_t(u64, x.len - done,
 				EDU_XFER_MAX - iova % EDU_XFER_MAX);
 
-		ret = odp_dma_xfer_page(mr, iova, len,
-					u64_to_user_ptr(x.buf + done),
-					x.flags & ODP_DMA_TO_MR);
+		if (mr->dmabuf)
+			ret = odp_dma_xfer_dmabuf_page(mr, iova, len,
+						       u64_to_user_ptr(x.buf + done),
+						       x.flags & ODP_DMA_TO_MR);
+		else
+			ret = odp_dma_xfer_page(mr, iova, len,
+						u64_to_user_ptr(x.buf + done),
+						x.flags & ODP_DMA_TO_MR);
 		if (ret)
 			break;
 		done += len;
@@ -601,6 +768,21 @@ static long odp_dma_query(struct odp_dma_file *f, void __user *arg)
 		ret = PTR_ERR(mr);
 		goto out;
 	}
+	if (mr->dmabuf) {
+		struct dma_resv *resv = mr->dmabuf->attach->dmabuf->resv;
+
+		if (q.iova >= mr->len) {
+			ret = -ERANGE;
+			goto out;
+		}
+		idx = q.iova >> PAGE_SHIFT;
+		dma_resv_lock(resv, NULL);
+		q.type = mr->type[idx];
+		q.dma = mr->xlt[idx] & PAGE_MASK;
+		q.alias = 0;
+		dma_resv_unlock(resv);
+		goto copy;
+	}
 	if (q.iova < ib_umem_start(mr->odp) ||
 	    q.iova >= ib_umem_end(mr->odp)) {
 		ret = -ERANGE;
@@ -613,6 +795,7 @@ static long odp_dma_query(struct odp_dma_file *f, void __user *arg)
 	q.alias = q.type != ODP_DMA_MAP_NONE &&
 		  !!(mr->odp->map.pfn_list[idx] & HMM_PFN_ALIAS);
 	mutex_unlock(&mr->odp->umem_mutex);
+copy:
 	if (copy_to_user(arg, &q, sizeof(q)))
 		ret = -EFAULT;
 out:
@@ -631,6 +814,7 @@ static long odp_dma_stats(struct odp_dma_dev *d, void __user *arg)
 		.invalidations = atomic64_read(&d->stats.invalidations),
 		.dma_ops = atomic64_read(&d->stats.dma_ops),
 		.dma_bytes = atomic64_read(&d->stats.dma_bytes),
+		.revocations = atomic64_read(&d->stats.revocations),
 	};
 
 	return copy_to_user(arg, &s, sizeof(s)) ? -EFAULT : 0;
@@ -645,6 +829,8 @@ static long odp_dma_ioctl(struct file *file, unsigned int cmd,
 	switch (cmd) {
 	case ODP_DMA_REG_MR:
 		return odp_dma_reg(f, uarg);
+	case ODP_DMA_REG_DMABUF:
+		return odp_dma_reg_dmabuf(f, uarg);
 	case ODP_DMA_DEREG_MR:
 		return odp_dma_dereg(f, uarg);
 	case ODP_DMA_XFER:

@@ -49,6 +49,17 @@ enum {
 	ODP_DMA_MAP_RAM,	/* system memory, dma_map_phys() */
 	ODP_DMA_MAP_BUS,	/* P2P: PCI bus address, through the switch */
 	ODP_DMA_MAP_HOST_BRIDGE, /* P2P through the host bridge (MMIO map) */
+	ODP_DMA_MAP_DMABUF,	/* a dma-buf MR: the exporter's DMA address */
+};
+
+/* A pinned, revocable dma-buf MR, as irdma registers one. */
+struct odp_dma_reg_dmabuf {
+	__s32 fd;		/* the dma-buf */
+	__u32 flags;		/* ODP_DMA_WRITABLE */
+	__u64 offset;		/* in the dma-buf, page aligned */
+	__u64 len;
+	__u32 mr;		/* out: handle; its iovas are 0..len */
+	__u32 pad;
 };
 
 /* Counters of the device since probe. */
@@ -61,6 +72,7 @@ struct odp_dma_stats {
 	__u64 invalidations;	/* interval notifier callbacks that unmapped */
 	__u64 dma_ops;		/* DMA engine transfers */
 	__u64 dma_bytes;
+	__u64 revocations;	/* dma-buf MRs revoked by their exporter */
 };
 
 #define ODP_DMA_REG_MR		_IOWR('O', 0x01, struct odp_dma_reg)
@@ -68,5 +80,6 @@ struct odp_dma_stats {
 #define ODP_DMA_XFER		_IOW('O', 0x03, struct odp_dma_xfer)
 #define ODP_DMA_QUERY		_IOWR('O', 0x04, struct odp_dma_query)
 #define ODP_DMA_STATS		_IOR('O', 0x05, struct odp_dma_stats)
+#define ODP_DMA_REG_DMABUF	_IOWR('O', 0x06, struct odp_dma_reg_dmabuf)
 
 #endif
