@@ -22,11 +22,17 @@ if [ ! -x "$out" ] || [ -n "$(find "$mm" "$src/lib/test_hmm_uapi.h" "$inc" -newe
 		"$mm/hmm-tests.c" "$mm/vm_util.c" "$mm/hugepage_settings.c" \
 		-lrt -lpthread -lm
 fi
-# Our own in-guest C programs.
+# Our own in-guest C programs, rebuilt when they or a header they may
+# include changed.
+headers=("$RVRAM_TOP/tests/vm/src/dmirror.h" "$RVRAM_TOP/tests/odp-dma/odp_dma_uapi.h"
+	"$RVRAM_TOP/drivers/rvram/include/uapi/misc/rvram.h")
 for c in "$RVRAM_TOP"/tests/vm/src/*.c; do
 	bin=$(dirname "$out")/$(basename "$c" .c)
-	if [ ! -x "$bin" ] || [ "$c" -nt "$bin" ] ||
-		[ "$RVRAM_TOP/tests/vm/src/dmirror.h" -nt "$bin" ]; then
+	stale=0
+	for f in "$c" "${headers[@]}"; do
+		[ "$f" -nt "$bin" ] && stale=1
+	done
+	if [ ! -x "$bin" ] || [ $stale = 1 ]; then
 		gcc -O2 -Wall -Werror -o "$bin" "$c"
 	fi
 done

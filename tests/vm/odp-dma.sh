@@ -1,6 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# The hardware-NIC branch of ODP aliases (see src/odp-dma-test.c): the
+# The hardware-NIC branch of ODP aliases (see src/odp-dma-test.c), and
+# dma-buf MRs over VRAM buffer objects (src/rvram-dmabuf-test.c): the
 # odp_dma test NIC (tests/odp-dma/) on two QEMU edu devices, one under the
 # GPUs' PCIe switch and one behind its own root port on the host bridge
 # (tools/vm.sh --dma-engines), DMAs into an ODP MR over rvram VRAM. Each
@@ -41,6 +42,15 @@ out=$("$RVRAM_GUEST_BIN/odp-dma-test" 0 "${pci[rvram0]}" "$near" "$far")
 rc=$?
 tap_relay "" "$out"
 tap_eq "odp-dma-test exited cleanly" 0 "$rc"
+# The same NICs importing VRAM buffer objects as pinned dma-buf MRs.
+out=$("$RVRAM_GUEST_BIN/rvram-dmabuf-test" 0 "${pci[rvram0]}" "$near" "$far")
+rc=$?
+tap_relay "dma-buf: " "$out"
+tap_eq "rvram-dmabuf-test exited cleanly" 0 "$rc"
+tap_check "dma-buf: the far NIC's refusal is logged" \
+	grep -q "rvram: dma-buf of BAR2 of ${pci[rvram0]}: not reachable peer to peer" <(dmesg)
+tap_eq "dma-buf: unbind evicted every page despite exported buffers" "" \
+	"$(dmesg | grep 'eviction incomplete')"
 tap_check "rmmod odp_dma" rmmod odp_dma
 tap_eq "its IB devices are unregistered" "" \
 	"$(ls -d /sys/bus/pci/devices/{"${pci[odp_dma$near]}","${pci[odp_dma$far]}"}/infiniband 2>/dev/null)"
