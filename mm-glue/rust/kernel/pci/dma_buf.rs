@@ -20,12 +20,16 @@
 //! - it maps an attachment with `dma_buf_phys_vec_to_sgt()`, for the
 //!   importer's device (PCI bus addresses, or an IOMMU mapping through the
 //!   host bridge);
+//! - `mmap()` of the dma-buf maps the buffer's BAR pages into user space,
+//!   write-combined (`pgprot_writecombine()`), a page at a time as they
+//!   are touched (`VM_PFNMAP`), for CPU access to device memory;
 //! - when the driver unbinds, dropping the exporter revokes every buffer:
-//!   importers are told (`dma_buf_invalidate_mappings()`), the exporter
-//!   waits for their fences and for every mapping to be unmapped, and
-//!   further attaches and maps fail with `ENODEV`. Buffers outlive the
-//!   binding (user space may hold their file descriptors), but no importer
-//!   can reach the BAR through them any more.
+//!   user mappings are zapped, importers are told
+//!   (`dma_buf_invalidate_mappings()`), the exporter waits for their fences
+//!   and for every mapping to be unmapped, and further attaches, maps and
+//!   mmaps fail with `ENODEV`, CPU accesses through an existing mapping
+//!   with `SIGBUS`. Buffers outlive the binding (user space may hold their
+//!   file descriptors), but nothing reaches the BAR through them any more.
 //!
 //! The driver's data for a buffer (what backs it, such as a reservation of
 //! device memory) is dropped when the last reference to the dma-buf goes.
@@ -365,8 +369,11 @@ impl Buffer {
         unsafe { bindings::dma_resv_lock(resv, core::ptr::null_mut()) };
         // INVARIANT: Set under the reservation lock.
         buf.revoked.store(true, Release);
-        // SAFETY: The reservation lock is held, as required.
+        // SAFETY: The reservation lock is held, as required. Faults take it
+        // and see `revoked`: once the user mappings of the dma-buf's file
+        // are zapped, no CPU access reaches the BAR again.
         unsafe {
+            bindings::unmap_mapping_range((*(*d).file).f_mapping, 0, 0, 1);
             bindings::dma_buf_invalidate_mappings(d);
             bindings::dma_resv_wait_timeout(
                 resv,
@@ -393,8 +400,94 @@ static OPS: bindings::dma_buf_ops = {
     ops.map_dma_buf = Some(map_callback);
     ops.unmap_dma_buf = Some(unmap_callback);
     ops.release = Some(release_callback);
+    ops.mmap = Some(mmap_callback);
     ops
 };
+
+/// The VMA operations of a buffer's CPU mapping.
+#[repr(transparent)]
+struct VmOps(bindings::vm_operations_struct);
+
+// SAFETY: The operations are never written after initialisation: function
+// pointers and null pointers, read from any thread.
+unsafe impl Sync for VmOps {}
+
+static VM_OPS: VmOps = VmOps({
+    // SAFETY: All-zeroes is a valid `vm_operations_struct` (no callbacks).
+    let mut ops: bindings::vm_operations_struct = unsafe { core::mem::zeroed() };
+    ops.fault = Some(fault_callback);
+    ops
+});
+
+/// # Safety
+///
+/// Only called by the dma-buf core, as `dma_buf_ops::mmap`, for a VMA being
+/// set up over `d`'s file whose range lies inside the buffer (checked by
+/// `dma_buf_mmap_internal()`).
+unsafe extern "C" fn mmap_callback(
+    d: *mut bindings::dma_buf,
+    vma: *mut bindings::vm_area_struct,
+) -> c_int {
+    // SAFETY: `d` is alive while its file is mapped.
+    let buf = unsafe { Buffer::of(d) };
+    if buf.revoked.load(Acquire) {
+        return ENODEV.to_errno();
+    }
+    let set =
+        bindings::VM_IO | bindings::VM_PFNMAP | bindings::VM_DONTEXPAND | bindings::VM_DONTDUMP;
+    // SAFETY: The VMA is being set up and not shared yet, as in
+    // `VmaNew::set_io()`; a PFN map of I/O memory that cannot grow or be
+    // dumped is a valid combination of flags. The protection is that of the
+    // flags, write-combined; faults fill it with `vmf_insert_pfn()`.
+    unsafe {
+        let flags = (*vma).__bindgen_anon_2.vm_flags | set;
+        (*vma).__bindgen_anon_2.vm_flags = flags;
+        (*vma).vm_page_prot = bindings::pgprot_writecombine(bindings::vm_get_page_prot(flags));
+        (*vma).vm_ops = &VM_OPS.0;
+    }
+    0
+}
+
+/// # Safety
+///
+/// Only called by core mm, as `vm_operations_struct::fault` of a VMA that
+/// `mmap_callback` set up, with the mmap (or VMA) lock held.
+unsafe extern "C" fn fault_callback(vmf: *mut bindings::vm_fault) -> bindings::vm_fault_t {
+    let sigbus = bindings::vm_fault_reason_VM_FAULT_SIGBUS as bindings::vm_fault_t;
+    // SAFETY: `vmf` and its VMA are valid; the VMA's file is the dma-buf's,
+    // whose `private_data` is the dma-buf, alive while mapped.
+    let (vma, d, pgoff, addr) = unsafe {
+        let vma = (*vmf).__bindgen_anon_1.vma;
+        let d = (*(*vma).vm_file).private_data.cast::<bindings::dma_buf>();
+        (
+            vma,
+            d,
+            (*vmf).__bindgen_anon_1.pgoff,
+            (*vmf).__bindgen_anon_1.address,
+        )
+    };
+    // SAFETY: As above.
+    let (buf, resv) = unsafe { (Buffer::of(d), (*d).resv) };
+    let page = crate::page::PAGE_SHIFT;
+    if pgoff >= buf.size >> page {
+        return sigbus;
+    }
+    let pfn = (buf.phys.paddr >> page) as usize + pgoff;
+    // Revocation sets `revoked` and zaps under the reservation lock: a
+    // fault that finds it clear inserts its page before the zap.
+    // SAFETY: No acquire context; sleeping is allowed in a fault.
+    unsafe { bindings::dma_resv_lock(resv, core::ptr::null_mut()) };
+    let ret = if buf.revoked.load(Acquire) {
+        sigbus
+    } else {
+        // SAFETY: `vma` is a `VM_PFNMAP` mapping of the buffer, whose page
+        // `pgoff` is BAR page `pfn`, and the mmap lock is held.
+        unsafe { bindings::vmf_insert_pfn(vma, addr, pfn) }
+    };
+    // SAFETY: Locked above.
+    unsafe { bindings::dma_resv_unlock(resv) };
+    ret
+}
 
 /// # Safety
 ///
