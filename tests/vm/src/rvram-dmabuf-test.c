@@ -22,12 +22,15 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "../../../drivers/rvram/include/uapi/misc/rvram.h"
@@ -194,6 +197,28 @@ static size_t differ(const unsigned char *a, const unsigned char *b, size_t len)
 	return d;
 }
 
+static sigjmp_buf jump;
+
+static void on_sigbus(int sig)
+{
+	siglongjmp(jump, 1);
+}
+
+/* Reads a byte of p: 0 if that raises SIGBUS. */
+static int readable(volatile unsigned char *p)
+{
+	struct sigaction sa = { .sa_handler = on_sigbus }, old;
+	int ok = 0;
+
+	sigaction(SIGBUS, &sa, &old);
+	if (!sigsetjmp(jump, 1)) {
+		(void)*p;
+		ok = 1;
+	}
+	sigaction(SIGBUS, &old, NULL);
+	return ok;
+}
+
 /* Leaves a pattern in the lowest free VRAM pages: migrated in, then out. */
 static int dirty_vram(size_t pages)
 {
@@ -239,7 +264,7 @@ static void bad_input(void)
 static void round_trip(void)
 {
 	size_t len = BO_PAGES * PAGE, i, bad;
-	unsigned char *data = malloc(len), *back = malloc(len);
+	unsigned char *data = malloc(len), *back = malloc(len), *map;
 	long long to_ram, exported = stat_of("dmabufs_exported");
 	struct odp_dma_stats s0 = nic_stats(0), s1;
 	struct odp_dma_query q0, q;
@@ -292,6 +317,20 @@ static void round_trip(void)
 	      "round trip: an MR past the buffer's end gets EINVAL");
 	check(reg(0, fd, 100, PAGE, 1, &ro) == -EINVAL,
 	      "round trip: an unaligned MR offset gets EINVAL");
+	map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	bad = map == MAP_FAILED ? len : differ(map, data, len);
+	check(bad == 0, "round trip: the CPU maps the buffer and reads what the NIC wrote, %zu bytes differ", bad);
+	if (map != MAP_FAILED) {
+		fill(data + 12 * PAGE, 4 * PAGE, 17);
+		memcpy(map + 12 * PAGE, data + 12 * PAGE, 4 * PAGE);
+		ret = xfer(0, mr, 12 * PAGE, back, 4 * PAGE, 0);
+		bad = differ(back, data + 12 * PAGE, 4 * PAGE);
+		check(ret == 0 && bad == 0,
+		      "round trip: the NIC reads what the CPU wrote through the mapping, %zu bytes differ", bad);
+		munmap(map, len);
+	}
+	check(mmap(NULL, 2 * len, PROT_READ, MAP_SHARED, fd, 0) == MAP_FAILED && errno == EINVAL,
+	      "round trip: a mapping larger than the buffer gets EINVAL");
 	s1 = nic_stats(0);
 	check(s1.dma_bytes - s0.dma_bytes >= 3 * len + 8 * PAGE && stat_of("pages_to_ram") == to_ram,
 	      "round trip: %llu bytes moved by the NIC, 0 pages between VRAM and RAM",
@@ -321,7 +360,7 @@ static void far_nic(void)
 
 static void unbind(void)
 {
-	unsigned char data[PAGE], back[PAGE];
+	unsigned char data[PAGE], back[PAGE], *map;
 	struct odp_dma_stats a, b;
 	uint32_t mr;
 	int fd = alloc_bo(4 * PAGE, 0), old = gpu;
@@ -332,9 +371,18 @@ static void unbind(void)
 	      "unbind: the NIC wrote a page of a live dma-buf MR");
 	if (fd < 0)
 		return;
+	map = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	check(map != MAP_FAILED && readable(map + PAGE) && !memcmp(map + PAGE, data, PAGE),
+	      "unbind: the CPU maps the buffer too and reads the NIC's page");
 	a = nic_stats(0);
 	check(sysfs_write("/sys/bus/pci/drivers/rvram/unbind", owner_pci) == 0,
-	      "unbind: rvram%d unbound under the live MR", owner);
+	      "unbind: rvram%d unbound under the live MR and mapping", owner);
+	check(map != MAP_FAILED && !readable(map + PAGE) && !readable(map),
+	      "unbind: the CPU mapping was revoked: SIGBUS, not stale VRAM");
+	check(mmap(NULL, PAGE, PROT_READ, MAP_SHARED, fd, 0) == MAP_FAILED && errno == ENODEV,
+	      "unbind: a new mapping gets ENODEV");
+	if (map != MAP_FAILED)
+		munmap(map, 4 * PAGE);
 	b = nic_stats(0);
 	check(b.revocations == a.revocations + 1 && query(0, mr, PAGE).type == ODP_DMA_MAP_NONE,
 	      "unbind: the NIC was told first (revoked, its table zapped)");
