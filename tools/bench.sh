@@ -24,7 +24,7 @@ rm -rf results/bench
 tools/vm.sh --kernel "$kobj" --gpus 2 --vram 256,256 --timeout 2400 bench results/bench || true
 rc=0
 target/release/rvram report results/bench || rc=1
-for f in bench-hmm.md bench-profile.md bench-alias.md; do
+for f in bench-hmm.md bench-profile.md bench-alias.md bench-cpumap.md; do
 	[ -f "results/bench/$f" ] && cat "results/bench/$f"
 done
 target/release/rvram bench-plot results/bench || rc=1

@@ -114,10 +114,12 @@ bench)
 	# spends its time, then what P2P aliases save: the NIC's fault path,
 	# the NIC-then-GPU pipeline, a GPU peer and RDMA bandwidth, with the
 	# target in system RAM, VRAM with aliases and VRAM with migration.
-	expect hmm-bench hmm-profile alias-bench
+	# Then CPU copies through a mapping of a VRAM dma-buf.
+	expect hmm-bench hmm-profile alias-bench cpumap-bench
 	run_suite hmm-bench "$T/hmm-bench.sh"
 	run_suite hmm-profile "$T/hmm-profile.sh"
 	run_suite alias-bench "$T/alias-bench.sh"
+	run_suite cpumap-bench "$T/cpumap-bench.sh"
 	;;
 demo)
 	"$T/demo.sh"

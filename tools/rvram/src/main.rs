@@ -8,7 +8,8 @@
 //! rvram series apply      apply patches/ to the base, print the head commit
 //! rvram series commits    like apply, but print every commit (bisect check)
 //! rvram report DIR        summarise a VM test run, exit 1 on any failure
-//! rvram bench-plot DIR    the alias benchmark of a run: DIR/bench-alias.svg
+//! rvram bench-plot DIR    the alias benchmark of a run: DIR/bench-alias.svg,
+//!                         and its CPU mapping benchmark: DIR/bench-cpumap.svg
 //! ```
 //!
 //! The base kernel repository is `$RVRAM_CACHE/base/linux` (default cache:
@@ -16,6 +17,7 @@
 //! leaves it.
 
 pub mod benchplot;
+pub mod cpumap;
 pub mod kmemleak;
 pub mod ktap;
 pub mod report;
@@ -113,6 +115,14 @@ fn main() -> ExitCode {
                     eprintln!("rvram: bench-plot: {note}");
                 }
                 print!("{}", plotted.text);
+                match cpumap::run(std::path::Path::new(dir)) {
+                    Ok(Some(svg)) => println!("# CPU mapping benchmark: {}", svg.display()),
+                    Ok(None) => eprintln!("rvram: bench-plot: no CPU mapping benchmark"),
+                    Err(e) => {
+                        eprintln!("rvram: bench-plot {dir}: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => {
