@@ -410,13 +410,53 @@ err:
 	return ret;
 }
 
+/*
+ * Resolves iova to the address the engine uses, and returns with the lock
+ * that keeps it valid held: umem_mutex for an ODP MR, after faulting and
+ * mapping the page; the dma-buf's reservation lock for a dma-buf MR, whose
+ * table was filled at registration and which the exporter revokes under
+ * that lock, so a revocation waits for a transfer in flight, as irdma's
+ * revoke waits for the hardware to stop using the MR.
+ */
+static int odp_dma_lock_target(struct odp_dma_mr *mr, u64 iova, u32 len,
+			       bool write, u64 *target)
+{
+	size_t idx;
+	int ret;
+
+	if (mr->dmabuf) {
+		struct dma_resv *resv = mr->dmabuf->attach->dmabuf->resv;
+
+		dma_resv_lock(resv, NULL);
+		if (mr->revoked) {
+			dma_resv_unlock(resv);
+			return -ENODEV;
+		}
+		idx = iova >> PAGE_SHIFT;
+	} else {
+		ret = odp_dma_map(mr, iova, len, write);
+		if (ret)
+			return ret;
+		idx = (iova - ib_umem_start(mr->odp)) >> PAGE_SHIFT;
+	}
+	/* The entry cannot change while the lock is held. */
+	*target = (mr->xlt[idx] & PAGE_MASK) + offset_in_page(iova);
+	return 0;
+}
+
+static void odp_dma_unlock_target(struct odp_dma_mr *mr)
+{
+	if (mr->dmabuf)
+		dma_resv_unlock(mr->dmabuf->attach->dmabuf->resv);
+	else
+		mutex_unlock(&mr->odp->umem_mutex);
+}
+
 /* One transfer of at most EDU_XFER_MAX bytes, inside a page of the MR. */
 static int odp_dma_xfer_page(struct odp_dma_mr *mr, u64 iova, u32 len,
 			     void __user *buf, bool to_mr)
 {
 	struct odp_dma_dev *d = mr->dev;
-	struct ib_umem_odp *odp = mr->odp;
-	size_t idx;
 	u64 target;
 	int ret;
 
@@ -430,63 +470,14 @@ static int odp_dma_xfer_page(struct odp_dma_mr *mr, u64 iova, u32 len,
 		if (ret)
 			goto out;
 	}
-	ret = odp_dma_map(mr, iova, len, to_mr);
+	ret = odp_dma_lock_target(mr, iova, len, to_mr, &target);
 	if (ret)
 		goto out;
-	idx = (iova - ib_umem_start(odp)) >> PAGE_SHIFT;
-	/* The entry cannot change while umem_mutex is held. */
-	target = (mr->xlt[idx] & PAGE_MASK) + offset_in_page(iova);
 	if (to_mr)
 		ret = edu_dma(d, EDU_BUF, target, len, true);
 	else
 		ret = edu_dma(d, target, EDU_BUF, len, false);
-	mutex_unlock(&odp->umem_mutex);
-	if (ret || to_mr)
-		goto out;
-	ret = edu_dma(d, EDU_BUF, d->bounce_dma, len, true);
-	if (!ret && copy_to_user(buf, d->bounce, len))
-		ret = -EFAULT;
-out:
-	mutex_unlock(&d->engine);
-	return ret;
-}
-
-/*
- * A dma-buf MR: the table was filled at registration from the exporter's
- * scatterlist, and the exporter revokes it under the dma-buf's reservation
- * lock, which a transfer holds while the engine runs, as irdma's revoke
- * waits for the hardware to stop using the MR.
- */
-static int odp_dma_xfer_dmabuf_page(struct odp_dma_mr *mr, u64 iova, u32 len,
-				    void __user *buf, bool to_mr)
-{
-	struct odp_dma_dev *d = mr->dev;
-	struct dma_resv *resv = mr->dmabuf->attach->dmabuf->resv;
-	u64 target;
-	int ret;
-
-	mutex_lock(&d->engine);
-	if (to_mr) {
-		if (copy_from_user(d->bounce, buf, len)) {
-			ret = -EFAULT;
-			goto out;
-		}
-		ret = edu_dma(d, d->bounce_dma, EDU_BUF, len, false);
-		if (ret)
-			goto out;
-	}
-	dma_resv_lock(resv, NULL);
-	if (mr->revoked) {
-		dma_resv_unlock(resv);
-		ret = -ENODEV;
-		goto out;
-	}
-	target = (mr->xlt[iova >> PAGE_SHIFT] & PAGE_MASK) + offset_in_page(iova);
-	if (to_mr)
-		ret = edu_dma(d, EDU_BUF, target, len, true);
-	else
-		ret = edu_dma(d, target, EDU_BUF, len, false);
-	dma_resv_unlock(resv);
+	odp_dma_unlock_target(mr);
 	if (ret || to_mr)
 		goto out;
 	ret = edu_dma(d, EDU_BUF, d->bounce_dma, len, true);
@@ -504,6 +495,33 @@ static struct odp_dma_mr *odp_dma_mr_get(struct odp_dma_file *f, u32 handle)
 	return mr ?: ERR_PTR(-ENOENT);
 }
 
+/* An MR of `pages` pages with an empty translation table, not published. */
+static struct odp_dma_mr *odp_dma_mr_new(struct odp_dma_dev *d, size_t pages)
+{
+	struct odp_dma_mr *mr = kzalloc_obj(*mr);
+
+	if (!mr)
+		return NULL;
+	mr->dev = d;
+	mr->xlt = kvcalloc(pages, sizeof(*mr->xlt), GFP_KERNEL);
+	mr->type = kvcalloc(pages, sizeof(*mr->type), GFP_KERNEL);
+	if (!mr->xlt || !mr->type) {
+		kvfree(mr->xlt);
+		kvfree(mr->type);
+		kfree(mr);
+		return NULL;
+	}
+	return mr;
+}
+
+/* Frees an MR that was never published (its umem released or never got). */
+static void odp_dma_mr_discard(struct odp_dma_mr *mr)
+{
+	kvfree(mr->xlt);
+	kvfree(mr->type);
+	kfree(mr);
+}
+
 static void odp_dma_mr_free(struct odp_dma_mr *mr)
 {
 	/*
@@ -514,9 +532,7 @@ static void odp_dma_mr_free(struct odp_dma_mr *mr)
 		ib_umem_release(&mr->dmabuf->umem);
 	else
 		ib_umem_odp_release(mr->odp);
-	kvfree(mr->xlt);
-	kvfree(mr->type);
-	kfree(mr);
+	odp_dma_mr_discard(mr);
 }
 
 static long odp_dma_reg(struct odp_dma_file *f, void __user *arg)
@@ -539,16 +555,9 @@ static long odp_dma_reg(struct odp_dma_file *f, void __user *arg)
 		access |= IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
 	pages = reg.len >> PAGE_SHIFT;
 
-	mr = kzalloc_obj(*mr);
+	mr = odp_dma_mr_new(d, pages);
 	if (!mr)
 		return -ENOMEM;
-	mr->dev = d;
-	mr->xlt = kvcalloc(pages, sizeof(*mr->xlt), GFP_KERNEL);
-	mr->type = kvcalloc(pages, sizeof(*mr->type), GFP_KERNEL);
-	if (!mr->xlt || !mr->type) {
-		ret = -ENOMEM;
-		goto err_free;
-	}
 	mutex_lock(&f->lock);
 	if (d->dead) {
 		ret = -ENODEV;
@@ -576,10 +585,7 @@ static long odp_dma_reg(struct odp_dma_file *f, void __user *arg)
 
 err_unlock:
 	mutex_unlock(&f->lock);
-err_free:
-	kvfree(mr->xlt);
-	kvfree(mr->type);
-	kfree(mr);
+	odp_dma_mr_discard(mr);
 	return ret;
 }
 
@@ -618,17 +624,10 @@ static long odp_dma_reg_dmabuf(struct odp_dma_file *f, void __user *arg)
 		access |= IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
 	pages = reg.len >> PAGE_SHIFT;
 
-	mr = kzalloc_obj(*mr);
+	mr = odp_dma_mr_new(d, pages);
 	if (!mr)
 		return -ENOMEM;
-	mr->dev = d;
 	mr->len = reg.len;
-	mr->xlt = kvcalloc(pages, sizeof(*mr->xlt), GFP_KERNEL);
-	mr->type = kvcalloc(pages, sizeof(*mr->type), GFP_KERNEL);
-	if (!mr->xlt || !mr->type) {
-		ret = -ENOMEM;
-		goto err_free;
-	}
 	mutex_lock(&f->lock);
 	if (d->dead) {
 		ret = -ENODEV;
@@ -676,10 +675,7 @@ err_release:
 	ib_umem_release(&umem->umem);
 err_unlock:
 	mutex_unlock(&f->lock);
-err_free:
-	kvfree(mr->xlt);
-	kvfree(mr->type);
-	kfree(mr);
+	odp_dma_mr_discard(mr);
 	return ret;
 }
 
@@ -736,14 +732,9 @@ static long odp_dma_xfer(struct odp_dma_file *f, void __user *arg)
 		u32 len = min_t(u64, x.len - done,
 				EDU_XFER_MAX - iova % EDU_XFER_MAX);
 
-		if (mr->dmabuf)
-			ret = odp_dma_xfer_dmabuf_page(mr, iova, len,
-						       u64_to_user_ptr(x.buf + done),
-						       x.flags & ODP_DMA_TO_MR);
-		else
-			ret = odp_dma_xfer_page(mr, iova, len,
-						u64_to_user_ptr(x.buf + done),
-						x.flags & ODP_DMA_TO_MR);
+		ret = odp_dma_xfer_page(mr, iova, len,
+					u64_to_user_ptr(x.buf + done),
+					x.flags & ODP_DMA_TO_MR);
 		if (ret)
 			break;
 		done += len;

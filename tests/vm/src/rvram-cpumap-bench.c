@@ -13,30 +13,14 @@
  * TAP points check data only: every byte written through the mapping reads
  * back through it and through a second mapping. Never a time.
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "../../../drivers/rvram/include/uapi/misc/rvram.h"
+#include "dmirror.h"
 
 #define MAX_SIZE (4UL << 20)
 #define RUNS 5
-
-static int n, failed;
-
-static void check(int ok, const char *what)
-{
-	printf("%sok %d %s\n", ok ? "" : "not ", ++n, what);
-	if (!ok)
-		failed++;
-}
 
 static double now_ns(void)
 {
@@ -100,12 +84,10 @@ int main(int argc, char **argv)
 	ram = aligned_alloc(4096, MAX_SIZE);
 	src = aligned_alloc(4096, MAX_SIZE);
 	dst = aligned_alloc(4096, MAX_SIZE);
-	check(vram != MAP_FAILED && ram && src && dst,
+	tap(vram != MAP_FAILED && ram && src && dst,
 	      "setup: 4 MiB of VRAM mapped, write-combined, and 3 RAM buffers");
-	if (failed) {
-		printf("1..%d\n", n);
-		return 1;
-	}
+	if (tap_failed)
+		return tap_end();
 	for (i = 0; i < MAX_SIZE; i++)
 		src[i] = (unsigned char)(i * 13 + i / 4096);
 	/* Fault every page in first: the copies time copying, not faults. */
@@ -125,10 +107,9 @@ int main(int argc, char **argv)
 	memcpy(vram, src, MAX_SIZE);
 	memset(dst, 0, MAX_SIZE);
 	memcpy(dst, vram, MAX_SIZE);
-	check(!memcmp(dst, src, MAX_SIZE), "data: 4 MiB written through the mapping read back");
+	tap(!memcmp(dst, src, MAX_SIZE), "data: 4 MiB written through the mapping read back");
 	again = mmap(NULL, MAX_SIZE, PROT_READ, MAP_SHARED, a.fd, 0);
-	check(again != MAP_FAILED && !memcmp(again, src, MAX_SIZE),
+	tap(again != MAP_FAILED && !memcmp(again, src, MAX_SIZE),
 	      "data: a second mapping of the buffer reads the same bytes");
-	printf("1..%d\n", n);
-	return failed ? 1 : 0;
+	return tap_end();
 }

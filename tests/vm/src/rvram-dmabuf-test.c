@@ -20,70 +20,26 @@
  *
  * Prints TAP.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include "../../../drivers/rvram/include/uapi/misc/rvram.h"
 #include "../../odp-dma/odp_dma_uapi.h"
+#include "dmirror.h"
 
-struct hmm_dmirror_cmd {
-	uint64_t addr, ptr, npages, cpages, faults;
-};
-
-#define HMM_DMIRROR_MIGRATE_TO_DEV _IOWR('H', 0x02, struct hmm_dmirror_cmd)
-#define HMM_DMIRROR_MIGRATE_TO_SYS _IOWR('H', 0x03, struct hmm_dmirror_cmd)
-
-#define PAGE 4096UL
 #define BO_PAGES 16UL
 
-static int n, failed;
 static int owner, gpu = -1;
+static char gpu_name[16];
 static const char *owner_pci;
 static int nic[2];
 static uint64_t bar_start, bar_end;
 
-static void check(int ok, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void check(int ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%sok %d ", ok ? "" : "not ", ++n);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	fflush(stdout);
-	if (!ok)
-		failed++;
-}
-
+/* One of rvram's debugfs counters of OWNER, -1 if absent. */
 static long long stat_of(const char *key)
 {
-	char path[96], k[64];
-	long long v, ret = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/sys/kernel/debug/rvram/rvram%d/stats", owner);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (fscanf(f, "%63s %lld", k, &v) == 2)
-		if (!strcmp(k, key))
-			ret = v;
-	fclose(f);
-	return ret;
+	return rvram_stat(gpu_name, key);
 }
 
 static long long vram_size(void)
@@ -100,18 +56,6 @@ static long long vram_size(void)
 		fclose(f);
 	}
 	return v;
-}
-
-static int sysfs_write(const char *path, const char *val)
-{
-	int fd = open(path, O_WRONLY), ret = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (write(fd, val, strlen(val)) < 0)
-		ret = -errno;
-	close(fd);
-	return ret;
 }
 
 static int open_gpu(void)
@@ -224,16 +168,13 @@ static int dirty_vram(size_t pages)
 {
 	size_t len = pages * PAGE;
 	unsigned char *buf = aligned_alloc(PAGE, len), *out = malloc(len);
-	struct hmm_dmirror_cmd cmd = {
-		.addr = (uintptr_t)buf, .ptr = (uintptr_t)out, .npages = pages,
-	};
 	int ret = -1;
 
 	if (!buf || !out)
 		goto out;
 	memset(buf, 0xa5, len);
-	if (!ioctl(gpu, HMM_DMIRROR_MIGRATE_TO_DEV, &cmd) &&
-	    !ioctl(gpu, HMM_DMIRROR_MIGRATE_TO_SYS, &cmd))
+	if (!dmirror(gpu, HMM_DMIRROR_MIGRATE_TO_DEV, buf, out, pages) &&
+	    !dmirror(gpu, HMM_DMIRROR_MIGRATE_TO_SYS, buf, out, pages))
 		ret = 0;
 out:
 	free(buf);
@@ -246,17 +187,17 @@ static void bad_input(void)
 	long long vram = vram_size(), exported = stat_of("dmabufs_exported");
 	int fd;
 
-	check(alloc_bo(0, 0) == -EINVAL, "bad input: size 0 gets EINVAL");
-	check(alloc_bo(PAGE + 1, 0) == -EINVAL, "bad input: an unaligned size gets EINVAL");
-	check(vram > 0 && alloc_bo(vram + PAGE, 0) == -EINVAL,
+	tap(alloc_bo(0, 0) == -EINVAL, "bad input: size 0 gets EINVAL");
+	tap(alloc_bo(PAGE + 1, 0) == -EINVAL, "bad input: an unaligned size gets EINVAL");
+	tap(vram > 0 && alloc_bo(vram + PAGE, 0) == -EINVAL,
 	      "bad input: more than the %lld bytes of VRAM gets EINVAL", vram);
-	check(alloc_bo(PAGE, 1) == -EINVAL, "bad input: unknown flags get EINVAL");
-	check(stat_of("dmabufs_exported") == exported && stat_of("dmabuf_pages") == 0,
+	tap(alloc_bo(PAGE, 1) == -EINVAL, "bad input: unknown flags get EINVAL");
+	tap(stat_of("dmabufs_exported") == exported && stat_of("dmabuf_pages") == 0,
 	      "bad input: nothing was exported or reserved");
 	fd = alloc_bo(PAGE, 0);
-	check(fd >= 0 && close(fd) == 0 && close(fd) == -1 && errno == EBADF,
+	tap(fd >= 0 && close(fd) == 0 && close(fd) == -1 && errno == EBADF,
 	      "bad input: a second close of the dma-buf gets EBADF");
-	check(stat_of("dmabuf_pages") == 0 &&
+	tap(stat_of("dmabuf_pages") == 0 &&
 	      stat_of("dmabufs_released") == stat_of("dmabufs_exported"),
 	      "bad input: closing the last reference released the VRAM");
 }
@@ -271,76 +212,76 @@ static void round_trip(void)
 	uint32_t mr, mr2, ro;
 	int fd, contiguous = 1, ret;
 
-	check(data && back && dirty_vram(BO_PAGES) == 0,
+	tap(data && back && dirty_vram(BO_PAGES) == 0,
 	      "round trip: the lowest %lu VRAM pages hold old data", BO_PAGES);
 	to_ram = stat_of("pages_to_ram");
 	fd = alloc_bo(len, 0);
-	check(fd >= 0 && (fcntl(fd, F_GETFD) & FD_CLOEXEC) &&
+	tap(fd >= 0 && (fcntl(fd, F_GETFD) & FD_CLOEXEC) &&
 	      lseek(fd, 0, SEEK_END) == (off_t)len,
 	      "round trip: a %zu-byte dma-buf (fd %d, close-on-exec)", len, fd);
 	if (fd < 0)
 		goto out;
-	check(stat_of("dmabuf_pages") == (long long)BO_PAGES &&
+	tap(stat_of("dmabuf_pages") == (long long)BO_PAGES &&
 	      stat_of("dmabufs_exported") == exported + 1,
 	      "round trip: %lu VRAM pages reserved for it", BO_PAGES);
-	check(reg(0, fd, 0, len, 1, &mr) == 0, "round trip: the NIC under the switch registers it");
+	tap(reg(0, fd, 0, len, 1, &mr) == 0, "round trip: the NIC under the switch registers it");
 	q0 = query(0, mr, 0);
 	for (i = 0; i < BO_PAGES; i++) {
 		q = query(0, mr, i * PAGE);
 		contiguous &= q.type == ODP_DMA_MAP_DMABUF && q.dma == q0.dma + i * PAGE;
 	}
-	check(contiguous && q0.dma >= bar_start && q0.dma + len - 1 <= bar_end,
+	tap(contiguous && q0.dma >= bar_start && q0.dma + len - 1 <= bar_end,
 	      "round trip: the NIC's addresses %#llx.. are in BAR2, one per page",
 	      (unsigned long long)q0.dma);
 	memset(back, 0xff, len);
 	ret = xfer(0, mr, 0, back, len, 0);
 	for (i = 0, bad = 0; i < len; i++)
 		bad += back[i] != 0;
-	check(ret == 0 && bad == 0,
+	tap(ret == 0 && bad == 0,
 	      "round trip: the buffer reads as zeroes over old VRAM data, %zu bytes not", bad);
 	fill(data, len, 11);
-	check(xfer(0, mr, 0, data, len, 1) == 0, "round trip: the NIC writes %zu bytes", len);
-	check(reg(0, fd, 4 * PAGE, 8 * PAGE, 0, &mr2) == 0,
+	tap(xfer(0, mr, 0, data, len, 1) == 0, "round trip: the NIC writes %zu bytes", len);
+	tap(reg(0, fd, 4 * PAGE, 8 * PAGE, 0, &mr2) == 0,
 	      "round trip: a second MR over pages 4-11");
 	memset(back, 0, len);
 	ret = xfer(0, mr2, 0, back, 8 * PAGE, 0);
 	bad = differ(back, data + 4 * PAGE, 8 * PAGE);
-	check(ret == 0 && bad == 0, "round trip: the second MR reads what the first wrote, %zu bytes differ", bad);
+	tap(ret == 0 && bad == 0, "round trip: the second MR reads what the first wrote, %zu bytes differ", bad);
 	ret = xfer(0, mr, 0, back, len, 0);
 	bad = differ(back, data, len);
-	check(ret == 0 && bad == 0, "round trip: the whole buffer reads back, %zu bytes differ", bad);
-	check(xfer(0, mr2, 0, data, PAGE, 1) == -EACCES,
+	tap(ret == 0 && bad == 0, "round trip: the whole buffer reads back, %zu bytes differ", bad);
+	tap(xfer(0, mr2, 0, data, PAGE, 1) == -EACCES,
 	      "round trip: a read-only MR refuses a write (EACCES)");
-	check(xfer(0, mr2, 8 * PAGE - 8, back, 16, 0) == -ERANGE,
+	tap(xfer(0, mr2, 8 * PAGE - 8, back, 16, 0) == -ERANGE,
 	      "round trip: a transfer past the MR gets ERANGE");
-	check(reg(0, fd, len - PAGE, 2 * PAGE, 1, &ro) == -EINVAL,
+	tap(reg(0, fd, len - PAGE, 2 * PAGE, 1, &ro) == -EINVAL,
 	      "round trip: an MR past the buffer's end gets EINVAL");
-	check(reg(0, fd, 100, PAGE, 1, &ro) == -EINVAL,
+	tap(reg(0, fd, 100, PAGE, 1, &ro) == -EINVAL,
 	      "round trip: an unaligned MR offset gets EINVAL");
 	map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	bad = map == MAP_FAILED ? len : differ(map, data, len);
-	check(bad == 0, "round trip: the CPU maps the buffer and reads what the NIC wrote, %zu bytes differ", bad);
+	tap(bad == 0, "round trip: the CPU maps the buffer and reads what the NIC wrote, %zu bytes differ", bad);
 	if (map != MAP_FAILED) {
 		fill(data + 12 * PAGE, 4 * PAGE, 17);
 		memcpy(map + 12 * PAGE, data + 12 * PAGE, 4 * PAGE);
 		ret = xfer(0, mr, 12 * PAGE, back, 4 * PAGE, 0);
 		bad = differ(back, data + 12 * PAGE, 4 * PAGE);
-		check(ret == 0 && bad == 0,
+		tap(ret == 0 && bad == 0,
 		      "round trip: the NIC reads what the CPU wrote through the mapping, %zu bytes differ", bad);
 		munmap(map, len);
 	}
-	check(mmap(NULL, 2 * len, PROT_READ, MAP_SHARED, fd, 0) == MAP_FAILED && errno == EINVAL,
+	tap(mmap(NULL, 2 * len, PROT_READ, MAP_SHARED, fd, 0) == MAP_FAILED && errno == EINVAL,
 	      "round trip: a mapping larger than the buffer gets EINVAL");
 	s1 = nic_stats(0);
-	check(s1.dma_bytes - s0.dma_bytes >= 3 * len + 8 * PAGE && stat_of("pages_to_ram") == to_ram,
+	tap(s1.dma_bytes - s0.dma_bytes >= 3 * len + 8 * PAGE && stat_of("pages_to_ram") == to_ram,
 	      "round trip: %llu bytes moved by the NIC, 0 pages between VRAM and RAM",
 	      (unsigned long long)(s1.dma_bytes - s0.dma_bytes));
 	/* The importer holds the buffer: closing the fd does not free it. */
 	close(fd);
-	check(stat_of("dmabuf_pages") == (long long)BO_PAGES &&
+	tap(stat_of("dmabuf_pages") == (long long)BO_PAGES &&
 	      xfer(0, mr, PAGE, back, PAGE, 0) == 0 && !differ(back, data + PAGE, PAGE),
 	      "round trip: with its fd closed the MRs still reach the buffer");
-	check(dereg(0, mr) == 0 && dereg(0, mr2) == 0 && stat_of("dmabuf_pages") == 0,
+	tap(dereg(0, mr) == 0 && dereg(0, mr2) == 0 && stat_of("dmabuf_pages") == 0,
 	      "round trip: deregistering the MRs released the VRAM");
 out:
 	free(data);
@@ -352,10 +293,10 @@ static void far_nic(void)
 	uint32_t mr;
 	int fd = alloc_bo(2 * PAGE, 0);
 
-	check(fd >= 0 && reg(1, fd, 0, 2 * PAGE, 1, &mr) == -EREMOTEIO,
+	tap(fd >= 0 && reg(1, fd, 0, 2 * PAGE, 1, &mr) == -EREMOTEIO,
 	      "far NIC: refused at attach, EREMOTEIO (P2P impossible, no bounce)");
 	close(fd);
-	check(stat_of("dmabuf_pages") == 0, "far NIC: nothing left reserved");
+	tap(stat_of("dmabuf_pages") == 0, "far NIC: nothing left reserved");
 }
 
 static void unbind(void)
@@ -366,37 +307,37 @@ static void unbind(void)
 	int fd = alloc_bo(4 * PAGE, 0), old = gpu;
 
 	fill(data, PAGE, 23);
-	check(fd >= 0 && reg(0, fd, 0, 4 * PAGE, 1, &mr) == 0 &&
+	tap(fd >= 0 && reg(0, fd, 0, 4 * PAGE, 1, &mr) == 0 &&
 	      xfer(0, mr, PAGE, data, PAGE, 1) == 0,
 	      "unbind: the NIC wrote a page of a live dma-buf MR");
 	if (fd < 0)
 		return;
 	map = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	check(map != MAP_FAILED && readable(map + PAGE) && !memcmp(map + PAGE, data, PAGE),
+	tap(map != MAP_FAILED && readable(map + PAGE) && !memcmp(map + PAGE, data, PAGE),
 	      "unbind: the CPU maps the buffer too and reads the NIC's page");
 	a = nic_stats(0);
-	check(sysfs_write("/sys/bus/pci/drivers/rvram/unbind", owner_pci) == 0,
+	tap(sysfs_write("/sys/bus/pci/drivers/rvram/unbind", owner_pci) == 0,
 	      "unbind: rvram%d unbound under the live MR and mapping", owner);
-	check(map != MAP_FAILED && !readable(map + PAGE) && !readable(map),
+	tap(map != MAP_FAILED && !readable(map + PAGE) && !readable(map),
 	      "unbind: the CPU mapping was revoked: SIGBUS, not stale VRAM");
-	check(mmap(NULL, PAGE, PROT_READ, MAP_SHARED, fd, 0) == MAP_FAILED && errno == ENODEV,
+	tap(mmap(NULL, PAGE, PROT_READ, MAP_SHARED, fd, 0) == MAP_FAILED && errno == ENODEV,
 	      "unbind: a new mapping gets ENODEV");
 	if (map != MAP_FAILED)
 		munmap(map, 4 * PAGE);
 	b = nic_stats(0);
-	check(b.revocations == a.revocations + 1 && query(0, mr, PAGE).type == ODP_DMA_MAP_NONE,
+	tap(b.revocations == a.revocations + 1 && query(0, mr, PAGE).type == ODP_DMA_MAP_NONE,
 	      "unbind: the NIC was told first (revoked, its table zapped)");
-	check(xfer(0, mr, PAGE, back, PAGE, 0) == -ENODEV &&
+	tap(xfer(0, mr, PAGE, back, PAGE, 0) == -ENODEV &&
 	      xfer(0, mr, PAGE, data, PAGE, 1) == -ENODEV,
 	      "unbind: its transfers fail with ENODEV");
-	check(alloc_bo(PAGE, 0) == -ENODEV, "unbind: an open GPU file gets ENODEV");
-	check(dereg(0, mr) == 0 && close(fd) == 0,
+	tap(alloc_bo(PAGE, 0) == -ENODEV, "unbind: an open GPU file gets ENODEV");
+	tap(dereg(0, mr) == 0 && close(fd) == 0,
 	      "unbind: the MR and the dma-buf go away cleanly");
 	close(old);
-	check(sysfs_write("/sys/bus/pci/drivers/rvram/bind", owner_pci) == 0 && open_gpu() >= 0,
+	tap(sysfs_write("/sys/bus/pci/drivers/rvram/bind", owner_pci) == 0 && open_gpu() >= 0,
 	      "unbind: rvram%d bound again", owner);
 	fd = alloc_bo(PAGE, 0);
-	check(fd >= 0 && reg(0, fd, 0, PAGE, 0, &mr) == 0 &&
+	tap(fd >= 0 && reg(0, fd, 0, PAGE, 0, &mr) == 0 &&
 	      xfer(0, mr, 0, back, PAGE, 0) == 0 && dereg(0, mr) == 0 && close(fd) == 0,
 	      "unbind: a new buffer of the rebound GPU works");
 }
@@ -414,6 +355,7 @@ int main(int argc, char **argv)
 	}
 	owner = atoi(argv[1]);
 	owner_pci = argv[2];
+	snprintf(gpu_name, sizeof(gpu_name), "rvram%d", owner);
 	printf("TAP version 13\n");
 	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/resource", owner_pci);
 	f = fopen(path, "r");
@@ -426,17 +368,14 @@ int main(int argc, char **argv)
 		snprintf(path, sizeof(path), "/dev/odp_dma%s", argv[3 + i]);
 		nic[i] = open(path, O_RDWR);
 	}
-	check(bar_end > bar_start && nic[0] >= 0 && nic[1] >= 0 && open_gpu() >= 0,
+	tap(bar_end > bar_start && nic[0] >= 0 && nic[1] >= 0 && open_gpu() >= 0,
 	      "setup: rvram%d BAR2 %#llx-%#llx, NIC odp_dma%s under the switch, odp_dma%s far",
 	      owner, (unsigned long long)bar_start, (unsigned long long)bar_end, argv[3], argv[4]);
-	if (failed) {
-		printf("1..%d\n", n);
-		return 1;
-	}
+	if (tap_failed)
+		return tap_end();
 	bad_input();
 	round_trip();
 	far_nic();
 	unbind();
-	printf("1..%d\n", n);
-	return failed ? 1 : 0;
+	return tap_end();
 }
