@@ -20,9 +20,11 @@
 //! - it maps an attachment with `dma_buf_phys_vec_to_sgt()`, for the
 //!   importer's device (PCI bus addresses, or an IOMMU mapping through the
 //!   host bridge);
-//! - `mmap()` of the dma-buf maps the buffer's BAR pages into user space,
-//!   write-combined (`pgprot_writecombine()`), a page at a time as they
-//!   are touched (`VM_PFNMAP`), for CPU access to device memory;
+//! - `mmap()` of the dma-buf maps the buffer's BAR pages into user space, a
+//!   page at a time as they are touched (`VM_PFNMAP`), for CPU access to
+//!   device memory. It asks for write-combining (`pgprot_writecombine()`);
+//!   with x86 PAT the pages keep the memory type the driver's own mapping
+//!   of the BAR gave them;
 //! - when the driver unbinds, dropping the exporter revokes every buffer:
 //!   user mappings are zapped, importers are told
 //!   (`dma_buf_invalidate_mappings()`), the exporter waits for their fences
