@@ -294,7 +294,7 @@ static void far_nic(void)
 	int fd = alloc_bo(2 * PAGE, 0);
 
 	tap(fd >= 0 && reg(1, fd, 0, 2 * PAGE, 1, &mr) == -EREMOTEIO,
-	      "far NIC: refused at attach, EREMOTEIO (P2P impossible, no bounce)");
+	      "far NIC: registration refused, EREMOTEIO (P2P impossible, no bounce)");
 	close(fd);
 	tap(stat_of("dmabuf_pages") == 0, "far NIC: nothing left reserved");
 }

@@ -13,24 +13,32 @@
 //!
 //! - it accepts only importers that can take memory without `struct page`
 //!   (`allow_peer2peer`) and whose mappings can be revoked
-//!   (`invalidate_mappings`), and only when the PCI topology lets the
-//!   importer reach the BAR; anything else is refused at attach time
-//!   (`EOPNOTSUPP`, or `EREMOTEIO` for "not reachable peer to peer"), with a
-//!   log line, never bounced through system memory;
+//!   (`invalidate_mappings`); others are refused at attach time with
+//!   `EOPNOTSUPP` and a log line;
 //! - it maps an attachment with `dma_buf_phys_vec_to_sgt()`, for the
 //!   importer's device (PCI bus addresses, or an IOMMU mapping through the
-//!   host bridge);
+//!   host bridge), only when the PCI topology lets that device reach the
+//!   BAR: otherwise the map fails with `EREMOTEIO` ("not reachable peer to
+//!   peer") and a log line, never bounced through system memory. The
+//!   check is made when mapping, as VFIO's exporter does, so that an
+//!   importer that only needs a kernel mapping may attach;
+//! - `vmap()` maps the buffer into the kernel (`ioremap()`, I/O memory in
+//!   the returned `iosys_map`), for importers that access it with the CPU,
+//!   such as a software RDMA device;
 //! - `mmap()` of the dma-buf maps the buffer's BAR pages into user space, a
 //!   page at a time as they are touched (`VM_PFNMAP`), for CPU access to
 //!   device memory. It asks for write-combining (`pgprot_writecombine()`);
-//!   with x86 PAT the pages keep the memory type the driver's own mapping
-//!   of the BAR gave them;
+//!   with x86 PAT the pages keep the memory type the BAR already has,
+//!   uncached once it is P2PDMA memory (`memremap_pages()` maps P2PDMA
+//!   pages with `pgprot_noncached()`);
 //! - when the driver unbinds, dropping the exporter revokes every buffer:
 //!   user mappings are zapped, importers are told
 //!   (`dma_buf_invalidate_mappings()`), the exporter waits for their fences
-//!   and for every mapping to be unmapped, and further attaches, maps and
-//!   mmaps fail with `ENODEV`, CPU accesses through an existing mapping
-//!   with `SIGBUS`. Buffers outlive the binding (user space may hold their
+//!   and for every DMA and kernel mapping to be undone, and further
+//!   attaches, maps and mmaps fail with `ENODEV`, CPU accesses through an
+//!   existing user mapping with `SIGBUS`. An importer learns of the
+//!   revocation from `invalidate_mappings`, where it drops its mappings
+//!   (a `vmap()` after that fails, and the dma-buf core warns). Buffers outlive the binding (user space may hold their
 //!   file descriptors), but nothing reaches the BAR through them any more.
 //!
 //! The driver's data for a buffer (what backs it, such as a reservation of
@@ -324,7 +332,8 @@ impl Drop for DmaBuf {
 ///
 /// `data` comes from `KBox::into_raw` of the type `drop_data` drops.
 /// `revoked` only goes from false to true, under the dma-buf's reservation
-/// lock. `maps` counts the mappings made by `map` and not yet unmapped.
+/// lock. `maps` counts the mappings made by `map` and not yet unmapped,
+/// plus one while the buffer has a kernel mapping (`vmap`).
 #[pin_data(PinnedDrop)]
 struct Buffer {
     shared: Arc<Shared>,
@@ -386,8 +395,9 @@ impl Buffer {
             );
             bindings::dma_resv_unlock(resv);
         }
-        // Importers unmap from their `invalidate_mappings` or soon after;
-        // their mappings point into the BAR, which is about to go away.
+        // Importers unmap (and vunmap) from their `invalidate_mappings` or
+        // soon after; their mappings point into the BAR, which is about to
+        // go away.
         let mut maps = buf.maps.lock();
         while *maps != 0 {
             buf.unmapped.wait(&mut maps);
@@ -403,6 +413,8 @@ static OPS: bindings::dma_buf_ops = {
     ops.unmap_dma_buf = Some(unmap_callback);
     ops.release = Some(release_callback);
     ops.mmap = Some(mmap_callback);
+    ops.vmap = Some(vmap_callback);
+    ops.vunmap = Some(vunmap_callback);
     ops
 };
 
@@ -537,22 +549,7 @@ unsafe extern "C" fn attach_callback(
         );
         return EOPNOTSUPP.to_errno();
     }
-    // SAFETY: `provider` is valid while not `dead`; the device is alive.
-    let map = unsafe { bindings::pci_p2pdma_map_type(sh.provider, (*attach).dev) };
-    match map {
-        bindings::pci_p2pdma_map_type_PCI_P2PDMA_MAP_BUS_ADDR
-        | bindings::pci_p2pdma_map_type_PCI_P2PDMA_MAP_THRU_HOST_BRIDGE => 0,
-        _ => {
-            dev_warn!(
-                importer,
-                "{}: dma-buf of BAR{} of {}: not reachable peer to peer\n",
-                sh.name,
-                sh.bar,
-                exporter.name()
-            );
-            EREMOTEIO.to_errno()
-        }
-    }
+    0
 }
 
 /// # Safety
@@ -568,10 +565,31 @@ unsafe extern "C" fn map_callback(
     if buf.revoked.load(Acquire) {
         return ENODEV.to_ptr();
     }
-    let mut phys = buf.phys;
+    let sh = &*buf.shared;
     // SAFETY: Not revoked under the reservation lock, which revocation
-    // takes: the exporter is not dead, so `provider` is valid. `phys` is
-    // one range inside the BAR.
+    // takes: the exporter is not dead, so `provider` is valid; the
+    // importer's device is alive while attached.
+    let map = unsafe { bindings::pci_p2pdma_map_type(sh.provider, (*attach).dev) };
+    if !matches!(
+        map,
+        bindings::pci_p2pdma_map_type_PCI_P2PDMA_MAP_BUS_ADDR
+            | bindings::pci_p2pdma_map_type_PCI_P2PDMA_MAP_THRU_HOST_BRIDGE
+    ) {
+        // SAFETY: As above; `dev` is valid while not dead (type invariant
+        // of `Shared`).
+        let (importer, exporter): (&device::Device, &device::Device) =
+            unsafe { (device::Device::from_raw((*attach).dev), device::Device::from_raw(sh.dev)) };
+        dev_warn!(
+            importer,
+            "{}: dma-buf of BAR{} of {}: not reachable peer to peer\n",
+            sh.name,
+            sh.bar,
+            exporter.name()
+        );
+        return EREMOTEIO.to_ptr();
+    }
+    let mut phys = buf.phys;
+    // SAFETY: As above. `phys` is one range inside the BAR.
     let sgt = unsafe {
         bindings::dma_buf_phys_vec_to_sgt(attach, buf.shared.provider, &mut phys, 1, buf.size, dir)
     };
@@ -594,6 +612,53 @@ unsafe extern "C" fn unmap_callback(
     let buf = unsafe { Buffer::of((*attach).dmabuf) };
     // SAFETY: `sgt` came from `dma_buf_phys_vec_to_sgt()` for `attach`.
     unsafe { bindings::dma_buf_free_sgt(attach, sgt, dir) };
+    let mut maps = buf.maps.lock();
+    *maps -= 1;
+    if *maps == 0 {
+        buf.unmapped.notify_all();
+    }
+}
+
+/// # Safety
+///
+/// Only called by the dma-buf core, as `dma_buf_ops::vmap`, with the
+/// reservation lock held, when the buffer has no kernel mapping.
+unsafe extern "C" fn vmap_callback(
+    d: *mut bindings::dma_buf,
+    map: *mut bindings::iosys_map,
+) -> c_int {
+    // SAFETY: `d` is alive while it is being mapped.
+    let buf = unsafe { Buffer::of(d) };
+    if buf.revoked.load(Acquire) {
+        return ENODEV.to_errno();
+    }
+    // SAFETY: Not revoked under the reservation lock: the BAR is still the
+    // device's, and `phys` is a range inside it. `ioremap()` gives it the
+    // memory type the BAR already has (uncached unless the driver mapped
+    // it otherwise).
+    let vaddr = unsafe { bindings::ioremap(buf.phys.paddr, buf.size) };
+    if vaddr.is_null() {
+        return ENOMEM.to_errno();
+    }
+    // SAFETY: `map` is the core's, for us to fill.
+    unsafe {
+        (*map).__bindgen_anon_1.vaddr_iomem = vaddr;
+        (*map).is_iomem = true;
+    }
+    // INVARIANT: Counted until `vunmap_callback`.
+    *buf.maps.lock() += 1;
+    0
+}
+
+/// # Safety
+///
+/// Only called by the dma-buf core, as `dma_buf_ops::vunmap`, with the
+/// reservation lock held, for the mapping `vmap_callback` made.
+unsafe extern "C" fn vunmap_callback(d: *mut bindings::dma_buf, map: *mut bindings::iosys_map) {
+    // SAFETY: `d` is alive while it is mapped.
+    let buf = unsafe { Buffer::of(d) };
+    // SAFETY: `map` holds the address `ioremap()` returned in `vmap`.
+    unsafe { bindings::iounmap((*map).__bindgen_anon_1.vaddr_iomem) };
     let mut maps = buf.maps.lock();
     *maps -= 1;
     if *maps == 0 {
