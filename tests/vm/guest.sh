@@ -62,7 +62,7 @@ alias)
 	# Two GPUs under the switch and one far GPU (tools/vm.sh --far-gpus 1),
 	# and two DMA engines (--dma-engines).
 	expect kunit:rvram_vram kunit:rvram_dmirror rvram-alias rdma-odp-ram rdma-odp-alias rdma-odp-migrate
-	expect pyverbs-odp rdma-unbind rdma-fuzz odp-dma
+	expect pyverbs-odp rdma-unbind rdma-fuzz odp-dma rdma-dmabuf
 	run_suite rvram-alias "$T/rvram-alias.sh"
 	# rdma-core's own ODP tests on rxe, with the series applied.
 	run_suite pyverbs-odp "$T/pyverbs-odp.sh"
@@ -79,6 +79,8 @@ alias)
 	# The hardware-NIC branch: a DMA engine under the switch and one behind
 	# the host bridge (tools/vm.sh --dma-engines), ODP MRs as mlx5 maps them.
 	run_suite odp-dma "$T/odp-dma.sh"
+	# VRAM buffer objects as dma-buf MRs on Soft-RoCE, from user verbs.
+	run_suite rdma-dmabuf "$T/rdma-dmabuf.sh"
 	;;
 rdma)
 	# The ODP suites alone (also part of the alias plan), for development.

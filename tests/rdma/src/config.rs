@@ -229,6 +229,10 @@ pub struct Config {
     /// `--unbind PCI_ADDR`: instead of the suite, unbind the GPU at this
     /// address during RDMA traffic ([`crate::unbind`]).
     pub unbind: Option<String>,
+    /// `--dmabuf`: instead of the suite, RDMA to and from a VRAM buffer
+    /// object of the `--vram` GPU registered as a dma-buf MR
+    /// ([`crate::dmabuf`]); with `--unbind`, unbind the GPU under it last.
+    pub dmabuf: bool,
     /// `--fuzz OPS`: instead of the suite, OPS random operations while the
     /// memory moves ([`crate::fuzz`]).
     pub fuzz: Option<usize>,
@@ -252,6 +256,7 @@ impl Default for Config {
             bench: None,
             demo: false,
             unbind: None,
+            dmabuf: false,
             fuzz: None,
             seed: None,
         }
@@ -330,6 +335,11 @@ options:
                      PCI_ADDR (the one behind --vram) through sysfs while
                      RDMA WRITEs and READs run against its VRAM, check every
                      byte, then bind it again (at the first --mtu)
+  --dmabuf           with --vram: instead of the suite, register a VRAM
+                     buffer object of that GPU as a dma-buf MR
+                     (ibv_reg_dmabuf_mr) and RDMA WRITE and READ it at each
+                     --mtu, every byte checked through a CPU mapping too;
+                     with --unbind, then unbind the GPU under the live MR
   --fuzz OPS         with --vram: instead of the suite, OPS random RDMA
                      WRITEs and READs (stable pages, pages a second thread
                      unmaps and protects, outside the MR, bad rkeys) while
@@ -396,6 +406,7 @@ where
             }
             "--expect" => expect = Some(value()?.parse()?),
             "--demo" => cfg.demo = true,
+            "--dmabuf" => cfg.dmabuf = true,
             "--unbind" => {
                 let addr = value()?;
                 if addr.is_empty() || addr.contains('/') {
@@ -450,7 +461,7 @@ where
         if inline.is_some()
             && matches!(
                 flag.as_str(),
-                "--no-odp" | "--no-cpu-check" | "--bench" | "--bench-only" | "--demo"
+                "--no-odp" | "--no-cpu-check" | "--bench" | "--bench-only" | "--demo" | "--dmabuf"
             )
         {
             return Err(format!("{flag} takes no value"));
@@ -470,6 +481,7 @@ where
         (None, Some(_)) => return Err("--expect needs --vram".to_owned()),
         (None, None) if cfg.demo => return Err("--demo needs --vram".to_owned()),
         (None, None) if cfg.unbind.is_some() => return Err("--unbind needs --vram".to_owned()),
+        (None, None) if cfg.dmabuf => return Err("--dmabuf needs --vram".to_owned()),
         (None, None) if cfg.fuzz.is_some() => return Err("--fuzz needs --vram".to_owned()),
         (None, None) => None,
     };
@@ -585,6 +597,24 @@ mod tests {
         );
         assert!(parse_args(["--vram", "/dev/rvram0", "--fuzz", "0"]).is_err());
         assert!(parse_args(["--vram", "/dev/rvram0", "--fuzz", "x"]).is_err());
+    }
+
+    #[test]
+    fn dmabuf_needs_vram() {
+        assert!(!run(&[]).dmabuf);
+        let cfg = run(&[
+            "--vram",
+            "/dev/rvram0",
+            "--dmabuf",
+            "--unbind",
+            "0000:03:00.0",
+        ]);
+        assert!(cfg.dmabuf);
+        assert_eq!(cfg.unbind.as_deref(), Some("0000:03:00.0"));
+        assert_eq!(
+            parse_args(["--dmabuf"]).err().as_deref(),
+            Some("--dmabuf needs --vram")
+        );
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub mod bench;
 pub mod cases;
 pub mod config;
 pub mod demo;
+pub mod dmabuf;
 pub mod error;
 pub mod fuzz;
 pub mod invalidate;

@@ -73,6 +73,11 @@ fn main() -> ExitCode {
             tap.result(&r);
             results.push(r);
         }
+    } else if let (true, Some(vram)) = (cfg.dmabuf, &cfg.vram) {
+        for r in rvram_rdma_test::dmabuf::run_dmabuf(&cfg, &vram.device, cfg.unbind.as_deref()) {
+            tap.result(&r);
+            results.push(r);
+        }
     } else if let (Some(gpu), Some(vram)) = (&cfg.unbind, &cfg.vram) {
         let mtu = cfg.mtus[0];
         for r in rvram_rdma_test::unbind::run_unbind(&cfg, mtu, vram, gpu) {

@@ -49,7 +49,7 @@ const ENODEV: i32 = 19;
 /// The name of the first TAP point, whose failure ends the case.
 const SETUP: &str = "target in VRAM, registered, read by the NIC";
 /// The sysfs directory of rvram's PCI driver.
-const DRIVER: &str = "/sys/bus/pci/drivers/rvram";
+pub(crate) const DRIVER: &str = "/sys/bus/pci/drivers/rvram";
 
 /// What the NIC last wrote into each page of the target.
 struct Model {
@@ -353,7 +353,7 @@ impl<'a> Case<'a> {
     }
 }
 
-fn sysfs_write(path: &Path, value: &str) -> Result<(), String> {
+pub(crate) fn sysfs_write(path: &Path, value: &str) -> Result<(), String> {
     OpenOptions::new()
         .write(true)
         .open(path)
@@ -362,7 +362,7 @@ fn sysfs_write(path: &Path, value: &str) -> Result<(), String> {
 }
 
 /// Binds `gpu` to rvram again and waits for `device` to come back.
-fn bind(gpu: &str, device: &Path) -> Result<Vec<String>, String> {
+pub(crate) fn bind(gpu: &str, device: &Path) -> Result<Vec<String>, String> {
     sysfs_write(&Path::new(DRIVER).join("bind"), gpu)?;
     let deadline = Instant::now() + Duration::from_secs(10);
     while !device.exists() {

@@ -171,6 +171,12 @@ impl Device {
         &self.info
     }
 
+    /// The protection domain, for registrations made elsewhere
+    /// ([`dmabuf`](crate::dmabuf)).
+    pub(crate) fn pd(&self) -> &Arc<ProtectionDomain> {
+        &self.pd
+    }
+
     /// Registers `buf` as a memory region with `access`.
     pub fn register<'buf>(
         &self,
@@ -443,6 +449,20 @@ pub struct Sge<'r> {
     addr: u64,
     len: u32,
     _region: PhantomData<&'r ()>,
+}
+
+impl Sge<'_> {
+    /// An SGE of `len` bytes at `addr` of the MR `lkey`, for regions that
+    /// are not [`Region`]s; the caller keeps the MR registered for `'r`
+    /// and checked the range.
+    pub(crate) fn raw(lkey: u32, addr: u64, len: u32) -> Self {
+        Self {
+            lkey,
+            addr,
+            len,
+            _region: PhantomData,
+        }
+    }
 }
 
 /// A remote address and key.

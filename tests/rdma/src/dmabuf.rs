@@ -1,0 +1,780 @@
+// SPDX-License-Identifier: GPL-2.0
+//! RDMA to and from a VRAM buffer object registered as a dma-buf MR.
+//!
+//! rvram exports VRAM buffer objects as dma-bufs (`RVRAM_IOCTL_ALLOC_DMABUF`
+//! on `/dev/rvramN`). Here one is registered with `ibv_reg_dmabuf_mr()` on
+//! Soft-RoCE, which imports it through a kernel mapping of the BAR and
+//! copies with the CPU, and used in both roles:
+//!
+//! - as the target of RDMA WRITE and READ (its rkey), at whole-buffer and
+//!   unaligned offsets;
+//! - as the local buffer of an RDMA READ from, and an RDMA WRITE to, an MR
+//!   in system RAM (its lkey).
+//!
+//! Every byte is checked twice: through the NIC, and with the CPU through
+//! an `mmap()` of the dma-buf, which maps the BAR pages themselves, so the
+//! data must be in VRAM. rvram's counters must show no page moved between
+//! VRAM and RAM. Bad registrations (atomics, a range past the buffer, a
+//! file that is no dma-buf) get their errnos. With a PCI address, the GPU
+//! is then unbound under the live MR: the exporter revokes the buffer, and
+//! later WRITEs and READs of the MR must fail with a remote access error
+//! instead of reaching a BAR the driver gave up; the MR and buffer are then
+//! released and the GPU bound again.
+//!
+//! rdma-core's rxe provider (as of rdma-core 44, Debian bookworm's) has no
+//! `reg_dmabuf_mr` method, so `ibv_reg_dmabuf_mr()` fails in user space
+//! with `EOPNOTSUPP` before reaching the kernel. The test then issues the
+//! provider's part itself: `ibv_cmd_reg_dmabuf_mr()`, the uverbs command
+//! every provider with dma-buf MRs sends, into a `verbs_mr` that the
+//! provider's `dereg_mr` releases as its own. Which path was taken is
+//! reported.
+
+use std::ffi::{c_int, c_void, CStr};
+use std::fs::{File, OpenOptions};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use sideway::ibverbs::memory_region::{
+    MemoryRegion, RegisterMemoryRegionError, RegisterMemoryRegionErrorKind,
+};
+use sideway::ibverbs::AccessFlags;
+
+use crate::config::{Config, PathMtu, PAGE_SIZE};
+use crate::mmap::Mmap;
+use crate::pattern;
+use crate::report::TestResult;
+use crate::unbind;
+use crate::verbs::{self, Device, OpError, Region, SendOp, Sge, Side};
+use crate::vram::Vram;
+
+/// Pages of the buffer object.
+const PAGES: usize = 64;
+/// Bytes of the buffer object.
+const LEN: usize = PAGES * PAGE_SIZE;
+/// Where the MR's first byte appears to the NIC: any IOVA works.
+const IOVA: u64 = 0x7e57_0000_0000;
+/// `IBV_WC_LOC_PROT_ERR`.
+const WC_LOC_PROT_ERR: u32 = 4;
+/// `IBV_WC_WR_FLUSH_ERR`.
+const WC_WR_FLUSH_ERR: u32 = 5;
+/// `IBV_WC_REM_ACCESS_ERR`.
+const WC_REM_ACCESS_ERR: u32 = 10;
+
+/// `struct rvram_alloc_dmabuf` (include/uapi/misc/rvram.h).
+#[repr(C)]
+#[derive(Debug, Default)]
+struct AllocDmabuf {
+    size: u64,
+    flags: u32,
+    fd: i32,
+}
+
+/// `RVRAM_IOCTL_ALLOC_DMABUF`: `_IOWR('R', 0x00, struct rvram_alloc_dmabuf)`.
+const RVRAM_IOCTL_ALLOC_DMABUF: u64 =
+    (3 << 30) | ((std::mem::size_of::<AllocDmabuf>() as u64) << 16) | ((b'R' as u64) << 8);
+
+/// Allocates a VRAM buffer object of `size` bytes on `gpu` (an open
+/// `/dev/rvramN`) and returns its dma-buf.
+fn alloc_dmabuf(gpu: &File, size: usize) -> Result<OwnedFd, String> {
+    let mut arg = AllocDmabuf {
+        size: size as u64,
+        ..Default::default()
+    };
+    // SAFETY: `arg` is a valid `struct rvram_alloc_dmabuf` that the ioctl
+    // reads and writes back, exclusively borrowed for the call.
+    let r = unsafe {
+        libc::ioctl(
+            gpu.as_raw_fd(),
+            RVRAM_IOCTL_ALLOC_DMABUF as libc::c_ulong,
+            &mut arg,
+        )
+    };
+    if r != 0 {
+        return Err(format!(
+            "RVRAM_IOCTL_ALLOC_DMABUF of {size} bytes: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: On success the ioctl installed a new file descriptor for us.
+    Ok(unsafe { OwnedFd::from_raw_fd(arg.fd) })
+}
+
+/// A shared mapping of a dma-buf: the BAR pages of the buffer.
+struct CpuMap {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+impl CpuMap {
+    fn new(fd: RawFd, len: usize) -> Result<Self, String> {
+        // SAFETY: A new shared mapping of `fd`; nothing else is at the
+        // address the kernel picks.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(format!(
+                "mmap of the dma-buf: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(Self {
+            ptr: NonNull::new(p.cast()).ok_or("mmap returned NULL")?,
+            len,
+        })
+    }
+
+    /// The buffer's bytes, copied out with volatile reads (device memory
+    /// that the NIC writes behind the compiler's back).
+    fn read(&self) -> Vec<u8> {
+        (0..self.len)
+            // SAFETY: `i` is inside the mapping, which lives as long as self.
+            .map(|i| unsafe { self.ptr.as_ptr().add(i).read_volatile() })
+            .collect()
+    }
+}
+
+impl Drop for CpuMap {
+    fn drop(&mut self) {
+        // SAFETY: The mapping made in `new`, not used after this.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// `struct ibv_mr` (infiniband/verbs.h, stable ABI).
+#[repr(C)]
+struct IbvMr {
+    context: *mut c_void,
+    pd: *mut c_void,
+    addr: *mut c_void,
+    length: usize,
+    handle: u32,
+    lkey: u32,
+    rkey: u32,
+}
+
+/// `struct verbs_mr` (infiniband/driver.h), what providers allocate per MR
+/// and free in `dereg_mr`.
+#[repr(C)]
+struct VerbsMr {
+    ibv_mr: IbvMr,
+    mr_type: c_int,
+    access: c_int,
+}
+
+/// `ibv_cmd_reg_dmabuf_mr()`; rdma-core 44 has no trailing driver command
+/// buffer, later versions do: passing NULL for it suits both.
+type CmdRegDmabufMr = unsafe extern "C" fn(
+    pd: *mut c_void,
+    offset: u64,
+    length: usize,
+    iova: u64,
+    fd: c_int,
+    access: c_int,
+    vmr: *mut VerbsMr,
+    driver: *mut c_void,
+) -> c_int;
+/// `ibv_dereg_mr()`.
+type DeregMr = unsafe extern "C" fn(mr: *mut IbvMr) -> c_int;
+
+/// Looks `name` up in the libibverbs that sideway loaded.
+fn ibverbs_symbol(name: &CStr) -> Result<*mut c_void, String> {
+    // SAFETY: A plain C string; RTLD_NOLOAD only returns a handle to a
+    // library already loaded, with a reference we never drop (it stays
+    // loaded for the process anyway).
+    let lib = unsafe {
+        libc::dlopen(
+            c"libibverbs.so.1".as_ptr(),
+            libc::RTLD_NOW | libc::RTLD_NOLOAD,
+        )
+    };
+    if lib.is_null() {
+        return Err("libibverbs.so.1 is not loaded".to_owned());
+    }
+    // SAFETY: `lib` is a valid handle, `name` a C string.
+    let sym = unsafe { libc::dlsym(lib, name.as_ptr()) };
+    if sym.is_null() {
+        Err(format!("libibverbs.so.1 has no {name:?}"))
+    } else {
+        Ok(sym)
+    }
+}
+
+/// How the MR was registered.
+enum Mr {
+    /// Through `ibv_reg_dmabuf_mr()` and the provider.
+    Verbs(Arc<MemoryRegion>),
+    /// Through `ibv_cmd_reg_dmabuf_mr()`, on the provider's behalf.
+    Cmd(NonNull<VerbsMr>),
+}
+
+/// A dma-buf MR registered on a [`Device`], deregistered on drop.
+struct DmabufMr<'d> {
+    /// `None` once deregistered.
+    mr: Option<Mr>,
+    len: usize,
+    _dev: &'d Device,
+}
+
+/// Why a registration failed: the errno, if there was one, and the text.
+type RegError = (Option<i32>, String);
+
+impl<'d> DmabufMr<'d> {
+    /// Registers `len` bytes at `offset` of the dma-buf `fd` at [`IOVA`].
+    /// Returns the MR and a note on the path it took.
+    fn register(
+        dev: &'d Device,
+        fd: RawFd,
+        offset: u64,
+        len: usize,
+        access: AccessFlags,
+    ) -> Result<(Self, String), RegError> {
+        // SAFETY: `fd` is a dma-buf exported by rvram that outlives the
+        // MR (the caller drops the MR first); the kernel maps it for the
+        // MR and keeps its own reference.
+        let r = unsafe { dev.pd().reg_dmabuf_mr(offset, len, IOVA, fd, access) };
+        // sideway's error hides its io::Error from `source()`.
+        let errno = |err: &RegisterMemoryRegionError| match &err.0 {
+            RegisterMemoryRegionErrorKind::Ibverbs(io) => io.raw_os_error(),
+            _ => None,
+        };
+        match r {
+            Ok(mr) => Ok((
+                Self {
+                    mr: Some(Mr::Verbs(mr)),
+                    len,
+                    _dev: dev,
+                },
+                "registered through ibv_reg_dmabuf_mr() and the provider".to_owned(),
+            )),
+            Err(err) if errno(&err) == Some(libc::EOPNOTSUPP) => {
+                let mr = Self::register_cmd(dev, fd, offset, len, access)?;
+                Ok((
+                    mr,
+                    "ibv_reg_dmabuf_mr(): EOPNOTSUPP from the rxe provider (no reg_dmabuf_mr method); registered through ibv_cmd_reg_dmabuf_mr(), the provider's part".to_owned(),
+                ))
+            }
+            Err(err) => Err((errno(&err), format!("ibv_reg_dmabuf_mr: {err}"))),
+        }
+    }
+
+    fn register_cmd(
+        dev: &'d Device,
+        fd: RawFd,
+        offset: u64,
+        len: usize,
+        access: AccessFlags,
+    ) -> Result<Self, RegError> {
+        let sym = ibverbs_symbol(c"ibv_cmd_reg_dmabuf_mr").map_err(|e| (None, e))?;
+        // SAFETY: The symbol is `ibv_cmd_reg_dmabuf_mr()`, of this type (see
+        // `CmdRegDmabufMr`).
+        let cmd: CmdRegDmabufMr = unsafe { std::mem::transmute(sym) };
+        // The provider frees it with free() in dereg_mr: allocate with
+        // calloc().
+        // SAFETY: Plain allocation.
+        let vmr = unsafe { libc::calloc(1, std::mem::size_of::<VerbsMr>()) }.cast::<VerbsMr>();
+        let vmr = NonNull::new(vmr).ok_or((Some(libc::ENOMEM), "calloc".to_owned()))?;
+        // SAFETY: The PD is live for the call (`dev` holds it); `vmr` is a
+        // zeroed `verbs_mr` the command fills in.
+        let ret = unsafe {
+            cmd(
+                dev.pd().pd().as_ptr().cast(),
+                offset,
+                len,
+                IOVA,
+                fd,
+                access.bits() as c_int,
+                vmr.as_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        if ret != 0 {
+            // SAFETY: Not handed to anyone.
+            unsafe { libc::free(vmr.as_ptr().cast()) };
+            return Err((
+                Some(ret),
+                format!(
+                    "ibv_cmd_reg_dmabuf_mr: {}",
+                    std::io::Error::from_raw_os_error(ret)
+                ),
+            ));
+        }
+        Ok(Self {
+            mr: Some(Mr::Cmd(vmr)),
+            len,
+            _dev: dev,
+        })
+    }
+
+    fn keys(&self) -> (u32, u32) {
+        match &self.mr {
+            Some(Mr::Verbs(mr)) => (mr.lkey(), mr.rkey()),
+            // SAFETY: Registered, filled in by the command.
+            Some(Mr::Cmd(vmr)) => unsafe {
+                let mr = &vmr.as_ref().ibv_mr;
+                (mr.lkey, mr.rkey)
+            },
+            None => (0, 0),
+        }
+    }
+
+    fn check(&self, offset: usize, len: usize) -> Result<(), OpError> {
+        if offset.checked_add(len).is_some_and(|end| end <= self.len) {
+            Ok(())
+        } else {
+            Err(OpError::Invalid(format!(
+                "{len} bytes at offset {offset} exceed the {}-byte dma-buf MR",
+                self.len
+            )))
+        }
+    }
+
+    fn remote(&self, offset: usize, len: usize) -> Result<verbs::Remote, OpError> {
+        self.check(offset, len)?;
+        Ok(verbs::Remote {
+            rkey: self.keys().1,
+            addr: IOVA + offset as u64,
+        })
+    }
+
+    fn sge(&self, offset: usize, len: usize) -> Result<Sge<'_>, OpError> {
+        self.check(offset, len)?;
+        let len = u32::try_from(len).map_err(|_| OpError::Invalid("SGE too long".into()))?;
+        Ok(Sge::raw(self.keys().0, IOVA + offset as u64, len))
+    }
+}
+
+impl DmabufMr<'_> {
+    /// Deregisters the MR.
+    fn deregister(mut self) -> Result<(), String> {
+        self.dereg()
+    }
+
+    fn dereg(&mut self) -> Result<(), String> {
+        match self.mr.take() {
+            // sideway's MemoryRegion deregisters on drop.
+            Some(Mr::Verbs(mr)) => {
+                drop(mr);
+                Ok(())
+            }
+            Some(Mr::Cmd(vmr)) => {
+                let sym = ibverbs_symbol(c"ibv_dereg_mr")?;
+                // SAFETY: The symbol is `ibv_dereg_mr()`.
+                let dereg: DeregMr = unsafe { std::mem::transmute(sym) };
+                // SAFETY: A registered MR, not used after this; on success
+                // the provider frees `vmr`.
+                match unsafe { dereg(&raw mut (*vmr.as_ptr()).ibv_mr) } {
+                    0 => Ok(()),
+                    e => Err(format!(
+                        "ibv_dereg_mr: {}",
+                        std::io::Error::from_raw_os_error(e)
+                    )),
+                }
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for DmabufMr<'_> {
+    fn drop(&mut self) {
+        if let Err(why) = self.dereg() {
+            eprintln!("dmabuf: the dma-buf MR: {why}");
+        }
+    }
+}
+
+/// The dma-bufs rvram exported that are still alive, from the dma-buf
+/// core's list (`exp_name` is the fifth column).
+fn rvram_dmabufs() -> Result<usize, String> {
+    const BUFINFO: &str = "/sys/kernel/debug/dma_buf/bufinfo";
+    let text = std::fs::read_to_string(BUFINFO).map_err(|e| format!("read {BUFINFO}: {e}"))?;
+    Ok(text
+        .lines()
+        .filter(|l| l.split_whitespace().nth(4) == Some("rvram"))
+        .count())
+}
+
+/// One case's state: the buffer object, its CPU mapping, the NIC.
+struct Case<'a> {
+    cfg: &'a Config,
+    dev: &'a Device,
+    cpu: CpuMap,
+    /// What the buffer must hold.
+    model: Vec<u8>,
+}
+
+impl Case<'_> {
+    /// Checks the buffer through the CPU mapping against the model.
+    fn cpu_check(&self, what: &str) -> Result<String, String> {
+        let got = self.cpu.read();
+        let bad = got.iter().zip(&self.model).filter(|(a, b)| a != b).count();
+        if bad == 0 {
+            Ok(format!(
+                "{what}: the CPU mapping of the buffer (its BAR pages) holds every byte, {LEN} checked"
+            ))
+        } else {
+            let first = got.iter().zip(&self.model).position(|(a, b)| a != b);
+            Err(format!(
+                "{what}: {bad} of {LEN} bytes of the buffer differ (first at {first:?})"
+            ))
+        }
+    }
+
+    /// At `mtu`: WRITEs into and READs out of the dma-buf MR, then uses it
+    /// as the local buffer against an MR in RAM.
+    fn traffic(
+        &mut self,
+        mtu: PathMtu,
+        mr: &DmabufMr<'_>,
+        local: &mut Region<'_>,
+        ram: &mut Region<'_>,
+    ) -> Result<Vec<String>, String> {
+        let timeout = self.cfg.timeout;
+        let mut ep = self.dev.connect(mtu).map_err(|e| format!("connect: {e}"))?;
+        let mut notes = Vec::new();
+        let seed = 0xd3ab_0000 ^ mtu.bytes() as u32;
+        // The whole buffer, then an unaligned range across a page boundary.
+        for (offset, len, seed) in [(0, LEN, seed), (PAGE_SIZE - 3, 5000, seed ^ 0x55)] {
+            pattern::fill(&mut local.bytes_mut()[..len], offset, seed);
+            let op = SendOp::Write(mr.remote(offset, len).map_err(|e| e.to_string())?);
+            let sge = local.sge(0, len).map_err(|e| e.to_string())?;
+            ep.post_and_wait(Side::A, 1, op, sge, timeout)
+                .map_err(|e| format!("WRITE of {len} bytes at {offset}: {e}"))?;
+            self.model[offset..offset + len].copy_from_slice(&local.bytes()[..len]);
+            notes.push(self.cpu_check(&format!("WRITE of {len} bytes at {offset}"))?);
+            let sink = LEN;
+            local.bytes_mut()[sink..sink + len].fill(0);
+            let op = SendOp::Read(mr.remote(offset, len).map_err(|e| e.to_string())?);
+            let sge = local.sge(sink, len).map_err(|e| e.to_string())?;
+            ep.post_and_wait(Side::A, 2, op, sge, timeout)
+                .map_err(|e| format!("READ of {len} bytes at {offset}: {e}"))?;
+            if local.bytes()[sink..sink + len] != self.model[offset..offset + len] {
+                return Err(format!("READ of {len} bytes at {offset}: data differs"));
+            }
+            notes.push(format!(
+                "READ of {len} bytes at {offset}: every byte as written"
+            ));
+        }
+        // The dma-buf MR as the local buffer: READ from RAM into it, then
+        // WRITE from it back to RAM.
+        let (offset, len) = (3 * PAGE_SIZE + 1, 6 * PAGE_SIZE);
+        pattern::fill(&mut ram.bytes_mut()[..len], offset, seed ^ 0xaa);
+        let op = SendOp::Read(ram.remote(0, len).map_err(|e| e.to_string())?);
+        let sge = mr.sge(offset, len).map_err(|e| e.to_string())?;
+        ep.post_and_wait(Side::A, 3, op, sge, timeout)
+            .map_err(|e| format!("READ from RAM into the dma-buf MR: {e}"))?;
+        self.model[offset..offset + len].copy_from_slice(&ram.bytes()[..len]);
+        notes.push(self.cpu_check(&format!(
+            "READ of {len} bytes from RAM into the dma-buf MR at {offset}"
+        ))?);
+        ram.bytes_mut()[len..2 * len].fill(0);
+        let op = SendOp::Write(ram.remote(len, len).map_err(|e| e.to_string())?);
+        let sge = mr.sge(offset, len).map_err(|e| e.to_string())?;
+        ep.post_and_wait(Side::A, 4, op, sge, timeout)
+            .map_err(|e| format!("WRITE from the dma-buf MR to RAM: {e}"))?;
+        if ram.bytes()[len..2 * len] != self.model[offset..offset + len] {
+            return Err("WRITE from the dma-buf MR to RAM: data differs".to_owned());
+        }
+        notes.push(format!(
+            "WRITE of {len} bytes from the dma-buf MR at {offset} to RAM: every byte right"
+        ));
+        Ok(notes)
+    }
+}
+
+/// Expects a registration to fail with `errno`.
+fn refused(
+    dev: &Device,
+    fd: RawFd,
+    offset: u64,
+    len: usize,
+    access: AccessFlags,
+    errno: i32,
+    what: &str,
+) -> Result<String, String> {
+    match DmabufMr::register(dev, fd, offset, len, access) {
+        Ok(_) => Err(format!("{what}: registered")),
+        Err((Some(e), _)) if e == errno => {
+            Ok(format!("{what}: {}", std::io::Error::from_raw_os_error(e)))
+        }
+        Err((e, why)) => Err(format!("{what}: {why} (errno {e:?}, want {errno})")),
+    }
+}
+
+/// Runs the dma-buf MR case against the GPU `device` (`/dev/rvramN`),
+/// at every `--mtu`; then, given its PCI address, unbinds it under the MR
+/// and binds it again. One TAP point per step.
+pub fn run_dmabuf(cfg: &Config, device: &Path, gpu: Option<&str>) -> Vec<TestResult> {
+    let mtu0 = cfg.mtus[0];
+    let mut results = Vec::new();
+    let mut point = |name: &str, mtu: PathMtu, r: Result<Vec<String>, String>| {
+        let result = TestResult::invalidation(format!("dma-buf MR: {name}"), mtu, r);
+        let passed = result.passed;
+        results.push(result);
+        passed
+    };
+
+    // The buffer object, its CPU mapping, and the GPU's counters.
+    let setup = (|| {
+        let vram = Vram::open(device)?;
+        let gpu_file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(device)
+            .map_err(|e| format!("open {}: {e}", device.display()))?;
+        let baseline = rvram_dmabufs()?;
+        let fd = alloc_dmabuf(&gpu_file, LEN)?;
+        let cpu = CpuMap::new(fd.as_raw_fd(), LEN)?;
+        let dev = Device::open(cfg).map_err(|e| format!("open device: {e}"))?;
+        Ok::<_, String>((vram, gpu_file, baseline, fd, cpu, dev))
+    })();
+    let (vram, gpu_file, baseline, fd, cpu, dev) = match setup {
+        Ok(s) => s,
+        Err(why) => {
+            point(
+                "allocate a VRAM buffer object and open the NIC",
+                mtu0,
+                Err(why),
+            );
+            return results;
+        }
+    };
+    let before = vram.stats();
+    let maps = Mmap::anonymous(2 * LEN).and_then(|l| Ok((l, Mmap::anonymous(2 * LEN)?)));
+    let (mut local_buf, mut ram_buf) = match maps {
+        Ok(m) => m,
+        Err(e) => {
+            point("map local buffers", mtu0, Err(e.to_string()));
+            return results;
+        }
+    };
+    let regions = dev
+        .register(local_buf.as_mut_slice(), verbs::local_access())
+        .and_then(|l| {
+            Ok((
+                l,
+                dev.register(ram_buf.as_mut_slice(), verbs::target_access(false))?,
+            ))
+        });
+    let (mut local, mut ram) = match regions {
+        Ok(r) => r,
+        Err(e) => {
+            point("register local buffers", mtu0, Err(e.to_string()));
+            return results;
+        }
+    };
+
+    let access = AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead;
+    let raw = fd.as_raw_fd();
+    let mr = match DmabufMr::register(&dev, raw, 0, LEN, access) {
+        Ok((mr, note)) => {
+            let (lkey, rkey) = mr.keys();
+            point(
+                &format!("register {LEN} bytes of VRAM with ibv_reg_dmabuf_mr"),
+                mtu0,
+                Ok(vec![
+                    note,
+                    format!("lkey {lkey:#x} rkey {rkey:#x} at IOVA {IOVA:#x}"),
+                ]),
+            );
+            mr
+        }
+        Err((_, why)) => {
+            point(
+                &format!("register {LEN} bytes of VRAM with ibv_reg_dmabuf_mr"),
+                mtu0,
+                Err(why),
+            );
+            return results;
+        }
+    };
+
+    let null = File::open("/dev/null").map_err(|e| e.to_string());
+    let bad = null.and_then(|null| {
+        Ok(vec![
+            refused(
+                &dev,
+                raw,
+                0,
+                LEN,
+                access | AccessFlags::RemoteAtomic,
+                libc::EOPNOTSUPP,
+                "remote atomic access (the CPU cannot do atomics on every exporter's memory)",
+            )?,
+            refused(
+                &dev,
+                raw,
+                PAGE_SIZE as u64,
+                LEN,
+                access,
+                libc::EINVAL,
+                "a range past the end of the buffer",
+            )?,
+            refused(
+                &dev,
+                null.as_raw_fd(),
+                0,
+                LEN,
+                access,
+                libc::EINVAL,
+                "a file that is not a dma-buf",
+            )?,
+        ])
+    });
+    point("bad registrations are refused", mtu0, bad);
+
+    // The buffer starts out zeroed (rvram clears VRAM before export).
+    let mut case = Case {
+        cfg,
+        dev: &dev,
+        cpu,
+        model: vec![0; LEN],
+    };
+    let mut all_ok = true;
+    for &mtu in &cfg.mtus {
+        let r = case.traffic(mtu, &mr, &mut local, &mut ram);
+        all_ok &= point(
+            &format!("mtu {mtu}: RDMA WRITE and READ of VRAM through the MR, every byte checked by the NIC and the CPU"),
+            mtu,
+            r,
+        );
+    }
+    if all_ok {
+        let moved = vram.stats().and_then(|after| {
+            let before = before.clone()?;
+            let d = after.since(&before);
+            if d.migrated_to_vram == 0
+                && d.migrated_to_ram == 0
+                && d.pages_to_vram == 0
+                && d.pages_to_ram == 0
+            {
+                Ok(vec![format!(
+                    "rvram0 counters over the case: 0 migrations, 0 pages between VRAM and RAM ({})",
+                    d.detail()
+                )])
+            } else {
+                Err(format!("pages moved: {}", d.detail()))
+            }
+        });
+        point("no page moved between VRAM and RAM", mtu0, moved);
+    }
+
+    let mut unbound = None;
+    if let Some(gpu) = gpu {
+        let revoked = unbind_under_mr(&mut case, (&mr, raw), (&mut local, &mut ram), mtu0, gpu);
+        if revoked.is_ok() || !device.exists() {
+            unbound = Some(gpu);
+        }
+        point(
+            "unbind the GPU under the live MR: the NIC's WRITE and READ fail, nothing reaches the BAR",
+            mtu0,
+            revoked,
+        );
+    }
+    // The MR, the CPU mapping and the file each hold the dma-buf: once
+    // all are gone, the buffer is released (its VRAM freed, or with the
+    // GPU unbound, the exporter's state of it).
+    let released = mr.deregister().and_then(|()| {
+        drop(case);
+        drop(fd);
+        match rvram_dmabufs()? {
+            n if n == baseline => Ok(vec![format!(
+                "the MR deregistered, the mapping and file closed: the dma-buf is released ({n} rvram dma-bufs left, as before)"
+            )]),
+            n => Err(format!("{n} rvram dma-bufs alive after the release, {baseline} before the case")),
+        }
+    });
+    point(
+        "deregister the MR and close the buffer: the dma-buf is released",
+        mtu0,
+        released,
+    );
+    drop(gpu_file);
+    drop(vram);
+    if let Some(gpu) = unbound {
+        point("bind the GPU again", mtu0, unbind::bind(gpu, device));
+    }
+    results
+}
+
+/// Unbinds `gpu` through sysfs with `mr` registered, then checks that the
+/// NIC's accesses to the MR fail.
+fn unbind_under_mr(
+    case: &mut Case<'_>,
+    (mr, fd): (&DmabufMr<'_>, RawFd),
+    (local, ram): (&mut Region<'_>, &mut Region<'_>),
+    mtu: PathMtu,
+    gpu: &str,
+) -> Result<Vec<String>, String> {
+    unbind::sysfs_write(&Path::new(unbind::DRIVER).join("unbind"), gpu)?;
+    let mut notes = vec![format!("{gpu} unbound with the MR registered")];
+    let timeout = case.cfg.timeout;
+    // Each failed request leaves the QPs in the error state: a new pair
+    // for each.
+    for (name, write) in [("WRITE", true), ("READ", false)] {
+        let mut ep = case.dev.connect(mtu).map_err(|e| format!("connect: {e}"))?;
+        local.bytes_mut()[..PAGE_SIZE].fill(0x5a);
+        let remote = mr.remote(0, PAGE_SIZE).map_err(|e| e.to_string())?;
+        let op = if write {
+            SendOp::Write(remote)
+        } else {
+            SendOp::Read(remote)
+        };
+        let sge = local.sge(0, PAGE_SIZE).map_err(|e| e.to_string())?;
+        match ep.post_and_wait(Side::A, 9, op, sge, timeout) {
+            Err(OpError::Status { status, .. }) if status == WC_REM_ACCESS_ERR => {
+                notes.push(format!(
+                    "{name} of the revoked MR: {}",
+                    verbs::wc_status_name(status)
+                ))
+            }
+            Err(e) => return Err(format!("{name} of the revoked MR: {e}")),
+            Ok(_) => return Err(format!("{name} of the revoked MR completed")),
+        }
+    }
+    // As the local buffer: the requester fails to read it, before any
+    // packet. rxe (7.3) completes such a WQE as flushed: its completer
+    // flushes the send queue of the QP in error state before completing
+    // the failed WQE with its local protection error. Either way nothing
+    // may arrive at the remote buffer.
+    let mut ep = case.dev.connect(mtu).map_err(|e| format!("connect: {e}"))?;
+    ram.bytes_mut()[..PAGE_SIZE].fill(0x77);
+    let op = SendOp::Write(ram.remote(0, PAGE_SIZE).map_err(|e| e.to_string())?);
+    let sge = mr.sge(0, PAGE_SIZE).map_err(|e| e.to_string())?;
+    match ep.post_and_wait(Side::A, 10, op, sge, timeout) {
+        Err(OpError::Status { status, .. })
+            if status == WC_LOC_PROT_ERR || status == WC_WR_FLUSH_ERR =>
+        {
+            notes.push(format!(
+                "WRITE from the revoked MR: {}",
+                verbs::wc_status_name(status)
+            ))
+        }
+        Err(e) => return Err(format!("WRITE from the revoked MR: {e}")),
+        Ok(_) => return Err("WRITE from the revoked MR completed".to_owned()),
+    }
+    if ram.bytes()[..PAGE_SIZE].iter().any(|&b| b != 0x77) {
+        return Err("WRITE from the revoked MR: data arrived at the remote buffer".to_owned());
+    }
+    let access = AccessFlags::LocalWrite | AccessFlags::RemoteWrite;
+    notes.push(refused(
+        case.dev,
+        fd,
+        0,
+        LEN,
+        access,
+        libc::ENODEV,
+        "a new registration of the revoked buffer",
+    )?);
+    Ok(notes)
+}
