@@ -38,8 +38,9 @@
 //!   attaches, maps and mmaps fail with `ENODEV`, CPU accesses through an
 //!   existing user mapping with `SIGBUS`. An importer learns of the
 //!   revocation from `invalidate_mappings`, where it drops its mappings
-//!   (a `vmap()` after that fails, and the dma-buf core warns). Buffers outlive the binding (user space may hold their
-//!   file descriptors), but nothing reaches the BAR through them any more.
+//!   (a `vmap()` after that fails, and the dma-buf core warns). Buffers
+//!   outlive the binding (user space may hold their file descriptors),
+//!   but nothing reaches the BAR through them any more.
 //!
 //! The driver's data for a buffer (what backs it, such as a reservation of
 //! device memory) is dropped when the last reference to the dma-buf goes.
@@ -577,8 +578,12 @@ unsafe extern "C" fn map_callback(
     ) {
         // SAFETY: As above; `dev` is valid while not dead (type invariant
         // of `Shared`).
-        let (importer, exporter): (&device::Device, &device::Device) =
-            unsafe { (device::Device::from_raw((*attach).dev), device::Device::from_raw(sh.dev)) };
+        let (importer, exporter): (&device::Device, &device::Device) = unsafe {
+            (
+                device::Device::from_raw((*attach).dev),
+                device::Device::from_raw(sh.dev),
+            )
+        };
         dev_warn!(
             importer,
             "{}: dma-buf of BAR{} of {}: not reachable peer to peer\n",
