@@ -110,7 +110,10 @@ log "booting $plan: $gpus GPU(s) + $far_gpus far (${expect_sizes[*]} MiB), ${acc
 # the handler as a wild access, and the reports (slow on the serial console)
 # keep the boot CPU in the window for minutes. That is stock 7.3 code, not
 # ours; 4-level paging does not have the window.
-cmdline="no5lvl oops=panic panic=-1 kasan_multi_shot modprobe.blacklist=rvram"
+# log_buf_len: the verdict reads KUnit's results from the guest's dmesg,
+# saved when the plan ends; the default 128 KiB ring lost the boot's KUnit
+# output in a one-hour soak (the KUnit suites then count as never run).
+cmdline="no5lvl oops=panic panic=-1 kasan_multi_shot modprobe.blacklist=rvram log_buf_len=4M"
 # A guest whose console shows that storm (the report, from identify_cpu,
 # as tools/rvram/src/report.rs recognises it) will not boot in time, and
 # one that has not started its plan after boot_limit seconds did not boot:
