@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 #include <linux/hmm.h>
+#include <linux/memremap.h>
 #include <linux/mmu_notifier.h>
 
 #ifdef CONFIG_MMU_NOTIFIER
@@ -24,6 +25,11 @@ rust_helper_mmu_notifier_range_blockable(const struct mmu_notifier_range *range)
 	return mmu_notifier_range_blockable(range);
 }
 #endif
+
+__rust_helper bool rust_helper_is_device_coherent_page(const struct page *page)
+{
+	return is_device_coherent_page(page);
+}
 
 __rust_helper struct page *rust_helper_hmm_pfn_to_page(unsigned long hmm_pfn)
 {

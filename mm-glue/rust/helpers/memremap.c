@@ -10,12 +10,12 @@ __rust_helper bool rust_helper_thp_migration_supported(void)
 	return thp_migration_supported();
 }
 
-#ifdef CONFIG_ZONE_DEVICE
-__rust_helper bool rust_helper_is_device_private_page(const struct page *page)
+__rust_helper bool rust_helper_is_zone_device_page(const struct page *page)
 {
-	return is_device_private_page(page);
+	return is_zone_device_page(page);
 }
 
+#ifdef CONFIG_ZONE_DEVICE
 __rust_helper struct dev_pagemap *rust_helper_page_pgmap(const struct page *page)
 {
 	return page_pgmap(page);

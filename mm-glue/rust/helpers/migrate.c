@@ -17,11 +17,6 @@ __rust_helper struct page *rust_helper_migrate_pfn_to_page(unsigned long mpfn)
 }
 #endif
 
-__rust_helper bool rust_helper_is_zone_device_page(const struct page *page)
-{
-	return is_zone_device_page(page);
-}
-
 __rust_helper struct folio *rust_helper_folio_alloc(gfp_t gfp, unsigned int order)
 {
 	return folio_alloc(gfp, order);

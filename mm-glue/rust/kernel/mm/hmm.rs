@@ -63,7 +63,7 @@ use crate::{
     device::Device,
     error::{to_result, Result},
     mm::{
-        pagemap::{DeviceFolio, DevicePrivateOps, Owner, Pagemap},
+        pagemap::{DeviceFolio, Owner, Pagemap, PagemapOps},
         Mm, MmWithUser, MmapReadGuard,
     },
     prelude::*,
@@ -664,10 +664,10 @@ impl<'a, T: MirrorOps> Faulted<'a, T> {
 /// ```
 /// use kernel::mm::{
 ///     hmm::{Faulted, MirrorOps},
-///     pagemap::DevicePrivateOps,
+///     pagemap::PagemapOps,
 /// };
 ///
-/// fn classify<T: MirrorOps, P: DevicePrivateOps>(f: &Faulted<'_, T>) -> [usize; 4] {
+/// fn classify<T: MirrorOps, P: PagemapOps>(f: &Faulted<'_, T>) -> [usize; 4] {
 ///     let mut counts = [0; 4]; // own device memory, peer alias, system, none
 ///     for (_addr, pfn) in f.iter() {
 ///         if let Some(folio) = pfn.device_folio::<P>() {
@@ -789,13 +789,15 @@ impl<'a> HmmPfn<'a> {
         unsafe { bindings::is_zero_pfn(pfn) }
     }
 
-    /// Calls `f` with the content of the system-memory page this entry maps;
-    /// `None` if it maps none (invalid, or a ZONE_DEVICE page, which may
-    /// have no kernel mapping).
+    /// Calls `f` with the content of the page this entry maps, if the CPU
+    /// can address it: a system-memory page, or a device-coherent page
+    /// (which is in the kernel's linear map). `None` if it maps none
+    /// (invalid, or another ZONE_DEVICE page, which may have no kernel
+    /// mapping).
     pub fn with_system_page<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
         let page = self.system_page()?;
-        // SAFETY: A system page, alive while the mirror lock is held (the
-        // lifetime of `self`); `kmap_local_page()` maps it.
+        // SAFETY: A system or device-coherent page, alive while the mirror
+        // lock is held (the lifetime of `self`); `kmap_local_page()` maps it.
         let addr = unsafe { bindings::kmap_local_page(page) };
         // SAFETY: `addr` maps `PAGE_SIZE` bytes.
         let bytes =
@@ -806,8 +808,9 @@ impl<'a> HmmPfn<'a> {
         Some(r)
     }
 
-    /// Calls `f` to write the system-memory page this entry maps; `None` if
-    /// it maps none or the mapping is not writable.
+    /// Calls `f` to write the page this entry maps, if the CPU can address
+    /// it (as for [`HmmPfn::with_system_page`]); `None` if it maps none or
+    /// the mapping is not writable.
     ///
     /// Like a device write, this does not mark the page dirty beyond what
     /// the write fault that made it writable did.
@@ -829,14 +832,19 @@ impl<'a> HmmPfn<'a> {
         Some(r)
     }
 
+    /// The page, if the CPU can address it through the kernel's linear map.
     fn system_page(&self) -> Option<*mut bindings::page> {
         let page = self.page()?;
         // SAFETY: `page` is valid while the lock is held.
-        (!unsafe { bindings::is_zone_device_page(page) }).then_some(page)
+        let cpu = unsafe {
+            !bindings::is_zone_device_page(page) || bindings::is_device_coherent_page(page)
+        };
+        cpu.then_some(page)
     }
 
-    /// The device-private folio of a `Pagemap<P>`, if this entry is one.
-    pub fn device_folio<P: DevicePrivateOps>(&self) -> Option<&'a DeviceFolio<P>> {
+    /// The device folio of a `Pagemap<P>` (device-private or
+    /// device-coherent, as `P`'s kind), if this entry is one.
+    pub fn device_folio<P: PagemapOps>(&self) -> Option<&'a DeviceFolio<P>> {
         let page = self.page()?;
         // SAFETY: The page is kept alive by the held mirror lock: it cannot
         // be freed before an invalidation, which needs that lock.

@@ -40,7 +40,8 @@ use crate::{
     bindings,
     mm::{
         pagemap::{
-            DeviceFault, DeviceFolio, DevicePrivateOps, NewFolio, Owner, Pagemap, MAX_FOLIO_ORDER,
+            DeviceFault, DeviceFolio, DevicePrivateOps, NewFolio, Owner, Pagemap, PagemapOps,
+            MAX_FOLIO_ORDER,
         },
         virt::VmaRef,
     },
@@ -76,6 +77,9 @@ impl Select {
     /// Device-private pages whose pagemap owner is the flow's owner.
     pub const DEVICE_PRIVATE: Select =
         Select(bindings::migrate_vma_direction_MIGRATE_VMA_SELECT_DEVICE_PRIVATE);
+    /// Device-coherent pages whose pagemap owner is the flow's owner.
+    pub const DEVICE_COHERENT: Select =
+        Select(bindings::migrate_vma_direction_MIGRATE_VMA_SELECT_DEVICE_COHERENT);
     /// Collect PMD-mapped folios whole instead of splitting them.
     pub const COMPOUND: Select =
         Select(bindings::migrate_vma_direction_MIGRATE_VMA_SELECT_COMPOUND);
@@ -90,7 +94,7 @@ impl core::ops::BitOr for Select {
 }
 
 /// What one entry of a migration holds after collection.
-pub enum Source<'a, T: DevicePrivateOps> {
+pub enum Source<'a, T: PagemapOps> {
     /// Not migrating: not collected, or the tail of a compound entry.
     Skip,
     /// Migrating, with no page behind it: the destination must be zeroed.
@@ -105,7 +109,8 @@ pub enum Source<'a, T: DevicePrivateOps> {
         /// The mapping was writable.
         write: bool,
     },
-    /// A device-private folio of a `Pagemap<T>`.
+    /// A device folio of a `Pagemap<T>` (device-private or device-coherent,
+    /// as `T`'s kind).
     Device {
         /// The folio.
         folio: &'a DeviceFolio<T>,
@@ -264,7 +269,7 @@ impl Pfns {
         Ok(Self { src, dst })
     }
 
-    fn source<T: DevicePrivateOps>(&self, i: usize) -> Source<'_, T> {
+    fn source<T: PagemapOps>(&self, i: usize) -> Source<'_, T> {
         let Some(&e) = self.src.get(i) else {
             return Source::Skip;
         };
@@ -354,13 +359,13 @@ impl Pfns {
 ///
 /// `args` was passed to `migrate_vma_setup()`, which succeeded; its `src`
 /// and `dst` point into `pfns`, and `migrate_vma_pages()` has not run.
-pub struct MigrateVma<'a, T: DevicePrivateOps> {
+pub struct MigrateVma<'a, T: PagemapOps> {
     args: bindings::migrate_vma,
     pfns: Pfns,
     _p: PhantomData<(&'a VmaRef, T)>,
 }
 
-impl<'a, T: DevicePrivateOps> MigrateVma<'a, T> {
+impl<'a, T: PagemapOps> MigrateVma<'a, T> {
     /// Collects the pages of `[start, end)` of `vma` selected by `select`.
     ///
     /// `start` and `end` must be page aligned and within the VMA; the range
@@ -377,14 +382,14 @@ impl<'a, T: DevicePrivateOps> MigrateVma<'a, T> {
     /// ```
     /// use kernel::mm::{
     ///     migrate::{MigrateVma, Select, Source},
-    ///     pagemap::{DevicePrivateOps, Pagemap},
+    ///     pagemap::{PagemapOps, Pagemap},
     ///     MmWithUser,
     /// };
     /// use kernel::{page::PAGE_SIZE, prelude::*};
     ///
     /// fn copy_to_device(_index: usize, _bytes: &[u8]) {}
     ///
-    /// fn to_device<T: DevicePrivateOps>(
+    /// fn to_device<T: PagemapOps>(
     ///     pm: &Pagemap<T>,
     ///     mm: &MmWithUser,
     ///     addr: usize,
@@ -416,75 +421,6 @@ impl<'a, T: DevicePrivateOps> MigrateVma<'a, T> {
         select: Select,
     ) -> Result<Self> {
         Self::setup_inner(vma, start, end, owner, select, core::ptr::null_mut())
-    }
-
-    /// The flow a [`DevicePrivateOps::migrate_to_ram`] implementation runs:
-    /// collects the faulting folio (a whole PMD if it is one and the VMA
-    /// allows it, otherwise its page) for migration to system memory.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use kernel::mm::{
-    ///     migrate::{MigrateVma, NewSystemFolio, Source},
-    ///     pagemap::{DeviceFault, DeviceFolio, DevicePrivateOps, FaultError, Pagemap},
-    /// };
-    /// use kernel::prelude::*;
-    ///
-    /// struct Vram;
-    ///
-    /// impl Vram {
-    ///     fn read_page(&self, _index: usize, _dst: &mut [u8]) {}
-    /// }
-    ///
-    /// impl DevicePrivateOps for Vram {
-    ///     fn folio_free(_pm: &Pagemap<Self>, _folio: &DeviceFolio<Self>) {}
-    ///
-    ///     fn migrate_to_ram(
-    ///         pm: &Pagemap<Self>,
-    ///         fault: &DeviceFault<'_, Self>,
-    ///     ) -> core::result::Result<(), FaultError> {
-    ///         let mut mig =
-    ///             MigrateVma::for_fault(fault, pm.owner()).map_err(|_| FaultError::SigBus)?;
-    ///         for i in 0..mig.len() {
-    ///             let Source::Device { folio, .. } = mig.source(i) else {
-    ///                 continue;
-    ///             };
-    ///             let (index, order) = (folio.index(), folio.order());
-    ///             let mut new =
-    ///                 NewSystemFolio::alloc(order).map_err(|_| FaultError::Oom)?;
-    ///             for p in 0..new.nr_pages() {
-    ///                 new.with_page_mut(p, |b| pm.data().read_page(index + p, b))
-    ///                     .map_err(|_| FaultError::SigBus)?;
-    ///             }
-    ///             mig.set_system(i, new).map_err(|_| FaultError::SigBus)?;
-    ///         }
-    ///         // Dropping the result finalizes.
-    ///         drop(mig.migrate());
-    ///         Ok(())
-    ///     }
-    /// }
-    /// ```
-    pub fn for_fault(fault: &'a DeviceFault<'_, T>, owner: Owner) -> Result<Self> {
-        let vma = fault.vma();
-        let order = fault.folio().order();
-        // SAFETY: `vmf` is valid (`DeviceFault` invariant).
-        let pte_mapped = unsafe { !(*fault.as_raw()).pte.is_null() };
-        let size = PAGE_SIZE << if pte_mapped { 0 } else { order };
-        let start = fault.address() & !(size - 1);
-        let (start, size, select) =
-            if start >= vma.start() && start + size <= vma.end() && size > PAGE_SIZE {
-                (start, size, Select::DEVICE_PRIVATE | Select::COMPOUND)
-            } else {
-                (
-                    fault.address() & !(PAGE_SIZE - 1),
-                    PAGE_SIZE,
-                    Select::DEVICE_PRIVATE,
-                )
-            };
-        // SAFETY: `vmf->page` is the locked faulting page (`DeviceFault` invariant).
-        let page = unsafe { (*fault.as_raw()).page };
-        Self::setup_inner(vma, start, start + size, owner, select, page)
     }
 
     fn setup_inner(
@@ -586,7 +522,84 @@ impl<'a, T: DevicePrivateOps> MigrateVma<'a, T> {
     }
 }
 
-impl<T: DevicePrivateOps> Drop for MigrateVma<'_, T> {
+impl<'a, T: DevicePrivateOps> MigrateVma<'a, T> {
+    /// The flow a [`DevicePrivateOps::migrate_to_ram`] implementation runs:
+    /// collects the faulting folio (a whole PMD if it is one and the VMA
+    /// allows it, otherwise its page) for migration to system memory.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use kernel::mm::{
+    ///     migrate::{MigrateVma, NewSystemFolio, Source},
+    ///     pagemap::{
+    ///         DeviceFault, DeviceFolio, DevicePrivateOps, FaultError, PagemapOps, Pagemap,
+    ///         Private,
+    ///     },
+    /// };
+    /// use kernel::prelude::*;
+    ///
+    /// struct Vram;
+    ///
+    /// impl Vram {
+    ///     fn read_page(&self, _index: usize, _dst: &mut [u8]) {}
+    /// }
+    ///
+    /// impl PagemapOps for Vram {
+    ///     type Kind = Private;
+    ///     fn folio_free(_pm: &Pagemap<Self>, _folio: &DeviceFolio<Self>) {}
+    /// }
+    ///
+    /// impl DevicePrivateOps for Vram {
+    ///     fn migrate_to_ram(
+    ///         pm: &Pagemap<Self>,
+    ///         fault: &DeviceFault<'_, Self>,
+    ///     ) -> core::result::Result<(), FaultError> {
+    ///         let mut mig =
+    ///             MigrateVma::for_fault(fault, pm.owner()).map_err(|_| FaultError::SigBus)?;
+    ///         for i in 0..mig.len() {
+    ///             let Source::Device { folio, .. } = mig.source(i) else {
+    ///                 continue;
+    ///             };
+    ///             let (index, order) = (folio.index(), folio.order());
+    ///             let mut new =
+    ///                 NewSystemFolio::alloc(order).map_err(|_| FaultError::Oom)?;
+    ///             for p in 0..new.nr_pages() {
+    ///                 new.with_page_mut(p, |b| pm.data().read_page(index + p, b))
+    ///                     .map_err(|_| FaultError::SigBus)?;
+    ///             }
+    ///             mig.set_system(i, new).map_err(|_| FaultError::SigBus)?;
+    ///         }
+    ///         // Dropping the result finalizes.
+    ///         drop(mig.migrate());
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
+    pub fn for_fault(fault: &'a DeviceFault<'_, T>, owner: Owner) -> Result<Self> {
+        let vma = fault.vma();
+        let order = fault.folio().order();
+        // SAFETY: `vmf` is valid (`DeviceFault` invariant).
+        let pte_mapped = unsafe { !(*fault.as_raw()).pte.is_null() };
+        let size = PAGE_SIZE << if pte_mapped { 0 } else { order };
+        let start = fault.address() & !(size - 1);
+        let (start, size, select) =
+            if start >= vma.start() && start + size <= vma.end() && size > PAGE_SIZE {
+                (start, size, Select::DEVICE_PRIVATE | Select::COMPOUND)
+            } else {
+                (
+                    fault.address() & !(PAGE_SIZE - 1),
+                    PAGE_SIZE,
+                    Select::DEVICE_PRIVATE,
+                )
+            };
+        // SAFETY: `vmf->page` is the locked faulting page (`DeviceFault` invariant).
+        let page = unsafe { (*fault.as_raw()).page };
+        Self::setup_inner(vma, start, start + size, owner, select, page)
+    }
+}
+
+impl<T: PagemapOps> Drop for MigrateVma<'_, T> {
     fn drop(&mut self) {
         // Complete the flow: entries without a destination are restored.
         // SAFETY: Setup succeeded and pages has not run (type invariant).
@@ -606,13 +619,13 @@ impl<T: DevicePrivateOps> Drop for MigrateVma<'_, T> {
 /// # Invariants
 ///
 /// `migrate_vma_pages()` ran on `args` and `migrate_vma_finalize()` has not.
-pub struct Migrated<'a, T: DevicePrivateOps> {
+pub struct Migrated<'a, T: PagemapOps> {
     args: bindings::migrate_vma,
     pfns: Pfns,
     _p: PhantomData<(&'a VmaRef, T)>,
 }
 
-impl<T: DevicePrivateOps> Migrated<'_, T> {
+impl<T: PagemapOps> Migrated<'_, T> {
     /// Whether entry `i` moved to its destination.
     pub fn succeeded(&self, i: usize) -> bool {
         self.pfns.succeeded(i)
@@ -649,7 +662,7 @@ impl<T: DevicePrivateOps> Migrated<'_, T> {
     pub fn finalize(self) {}
 }
 
-impl<T: DevicePrivateOps> Drop for Migrated<'_, T> {
+impl<T: PagemapOps> Drop for Migrated<'_, T> {
     fn drop(&mut self) {
         // SAFETY: Pages ran and finalize has not (type invariant). This may
         // call `folio_free` of migrated-away device folios.
@@ -668,13 +681,13 @@ impl<T: DevicePrivateOps> Drop for Migrated<'_, T> {
 ///
 /// `migrate_device_range()` ran over `pfns.src` for `pm`'s pages, and
 /// `migrate_device_finalize()` has not.
-pub struct Eviction<'a, T: DevicePrivateOps> {
+pub struct Eviction<'a, T: PagemapOps> {
     pm: &'a Pagemap<T>,
     pfns: Pfns,
     done: bool,
 }
 
-impl<'a, T: DevicePrivateOps> Eviction<'a, T> {
+impl<'a, T: PagemapOps> Eviction<'a, T> {
     /// Collects the pages `first..first + count` of `pm`.
     ///
     /// # Examples
@@ -685,13 +698,13 @@ impl<'a, T: DevicePrivateOps> Eviction<'a, T> {
     /// ```
     /// use kernel::mm::{
     ///     migrate::{Eviction, NewSystemFolio},
-    ///     pagemap::{DevicePrivateOps, Pagemap},
+    ///     pagemap::{PagemapOps, Pagemap},
     /// };
     /// use kernel::prelude::*;
     ///
     /// fn read_page(_index: usize, _dst: &mut [u8]) {}
     ///
-    /// fn evict<T: DevicePrivateOps>(pm: &Pagemap<T>) -> Result<usize> {
+    /// fn evict<T: PagemapOps>(pm: &Pagemap<T>) -> Result<usize> {
     ///     let mut ev = Eviction::collect(pm, 0, pm.nr_pages())?;
     ///     for i in 0..ev.len() {
     ///         let Some((folio, _writable)) = ev.source(i) else {
@@ -812,7 +825,7 @@ impl<'a, T: DevicePrivateOps> Eviction<'a, T> {
     }
 }
 
-impl<T: DevicePrivateOps> Drop for Eviction<'_, T> {
+impl<T: PagemapOps> Drop for Eviction<'_, T> {
     fn drop(&mut self) {
         if !self.done {
             self.complete();
@@ -855,9 +868,13 @@ pub(crate) mod testing {
         }
     }
 
-    impl DevicePrivateOps for Backing {
-        fn folio_free(_pm: &Pagemap<Self>, _folio: &DeviceFolio<Self>) {}
+    impl PagemapOps for Backing {
+        type Kind = crate::mm::pagemap::Private;
 
+        fn folio_free(_pm: &Pagemap<Self>, _folio: &DeviceFolio<Self>) {}
+    }
+
+    impl DevicePrivateOps for Backing {
         fn migrate_to_ram(
             pm: &Pagemap<Self>,
             fault: &DeviceFault<'_, Self>,

@@ -1,18 +1,28 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Device-private memory: `MEMORY_DEVICE_PRIVATE` ZONE_DEVICE pagemaps.
+//! Device memory in process address spaces: `MEMORY_DEVICE_PRIVATE` and
+//! `MEMORY_DEVICE_COHERENT` ZONE_DEVICE pagemaps.
 //!
 //! A device with memory the CPU cannot address coherently (a GPU's VRAM) can
-//! still hold pages of a process: [`Pagemap`] reserves an unused physical
-//! range, creates a `struct page` for every page of it with
+//! still hold pages of a process: [`Pagemap::new`] reserves an unused
+//! physical range, creates a `struct page` for every page of it with
 //! `memremap_pages()`, and the driver migrates anonymous memory into those
 //! *device-private* pages (see [`crate::mm::migrate`]). The CPU page tables
 //! then hold special swap entries; a CPU access faults into
 //! [`DevicePrivateOps::migrate_to_ram`].
 //!
+//! Device memory the CPU can map cacheably (CXL-attached memory, or a GPU
+//! whose interconnect is coherent) is *device-coherent*:
+//! [`Pagemap::new_coherent`] creates the pages over the device's own BAR and
+//! the kernel maps them in its linear map. Processes map such pages like
+//! system memory, and a CPU access does not migrate them; only long-term
+//! pins (`FOLL_LONGTERM`) move them out. Which kind a pagemap is, is part
+//! of its driver type ([`PagemapOps::Kind`]): the operations that only make
+//! sense for one kind exist only for it.
+//!
 //! The pagemap also allocates its pages: every page is free until
 //! [`Pagemap::alloc_folio`] hands it out, and free again once core mm drops
-//! its last reference and [`DevicePrivateOps::folio_free`] has run. Keeping
+//! its last reference and [`PagemapOps::folio_free`] has run. Keeping
 //! the allocator here, under a spinlock, is what makes allocation safe: only
 //! free pages are ever initialised, and `folio_free` may be called from any
 //! context where a page reference is dropped.
@@ -102,8 +112,55 @@ impl FaultError {
     }
 }
 
-/// Callbacks of the driver that owns a [`Pagemap`].
-pub trait DevicePrivateOps: Send + Sync + Sized + 'static {
+mod private {
+    pub trait Sealed {}
+}
+
+/// The kind of device memory of a [`Pagemap`]: [`Private`] or [`Coherent`].
+pub trait Kind: private::Sealed + 'static {
+    /// The `memory_type` of the `dev_pagemap`.
+    #[doc(hidden)]
+    const TYPE: bindings::memory_type;
+
+    /// The ops of every Rust pagemap of this kind.
+    #[doc(hidden)]
+    fn ops() -> &'static bindings::dev_pagemap_ops;
+}
+
+/// Device-private memory (`MEMORY_DEVICE_PRIVATE`): the CPU cannot map it,
+/// and a CPU access migrates the page back ([`DevicePrivateOps`]).
+pub enum Private {}
+
+/// Device-coherent memory (`MEMORY_DEVICE_COHERENT`): the CPU maps it
+/// cacheably, like system memory ([`Pagemap::new_coherent`]).
+pub enum Coherent {}
+
+impl private::Sealed for Private {}
+impl private::Sealed for Coherent {}
+
+impl Kind for Private {
+    const TYPE: bindings::memory_type = bindings::memory_type_MEMORY_DEVICE_PRIVATE;
+
+    fn ops() -> &'static bindings::dev_pagemap_ops {
+        &PRIVATE_OPS
+    }
+}
+
+impl Kind for Coherent {
+    const TYPE: bindings::memory_type = bindings::memory_type_MEMORY_DEVICE_COHERENT;
+
+    fn ops() -> &'static bindings::dev_pagemap_ops {
+        &COHERENT_OPS
+    }
+}
+
+/// Callbacks of the driver that owns a [`Pagemap`], for either kind of
+/// device memory.
+pub trait PagemapOps: Send + Sync + Sized + 'static {
+    /// [`Private`] or [`Coherent`]. A device-private pagemap's driver also
+    /// implements [`DevicePrivateOps`].
+    type Kind: Kind;
+
     /// The last reference to `folio` is gone.
     ///
     /// Called in any context that can drop a page reference (it must not
@@ -111,7 +168,10 @@ pub trait DevicePrivateOps: Send + Sync + Sized + 'static {
     /// device page-table entries, statistics); the pagemap returns the
     /// pages to its allocator after this returns.
     fn folio_free(pagemap: &Pagemap<Self>, folio: &DeviceFolio<Self>);
+}
 
+/// Callbacks that only device-private memory has.
+pub trait DevicePrivateOps: PagemapOps<Kind = Private> {
     /// A CPU touched a device-private page of this pagemap.
     ///
     /// Called with the mmap lock held for read and a reference on
@@ -141,15 +201,21 @@ pub trait DevicePrivateOps: Send + Sync + Sized + 'static {
     /// A driver whose device page `i` is P2PDMA page `base + i`:
     ///
     /// ```
-    /// use kernel::mm::pagemap::{DeviceFault, DeviceFolio, DevicePrivateOps, FaultError, Pagemap};
+    /// use kernel::mm::pagemap::{
+    ///     DeviceFault, DeviceFolio, DevicePrivateOps, FaultError, PagemapOps, Pagemap, Private,
+    /// };
     /// use kernel::prelude::*;
     ///
     /// struct Vram {
     ///     p2p_base_pfn: usize,
     /// }
     ///
-    /// impl DevicePrivateOps for Vram {
+    /// impl PagemapOps for Vram {
+    ///     type Kind = Private;
     ///     fn folio_free(_pm: &Pagemap<Self>, _folio: &DeviceFolio<Self>) {}
+    /// }
+    ///
+    /// impl DevicePrivateOps for Vram {
     ///     fn migrate_to_ram(
     ///         _pm: &Pagemap<Self>,
     ///         _fault: &DeviceFault<'_, Self>,
@@ -171,20 +237,24 @@ pub trait DevicePrivateOps: Send + Sync + Sized + 'static {
 /// its driver type: the `dev_pagemap`, the type of the pagemap it heads, and
 /// that type's callbacks.
 ///
-/// All Rust pagemaps share one `dev_pagemap_ops`, [`OPS`], a `static` with a
-/// unique address, so that `pgmap->ops == &OPS` tells a Rust pagemap from
-/// any other; `type_id` then tells which `Pagemap<T>` it is.
+/// All Rust pagemaps of a kind share one `dev_pagemap_ops`, [`PRIVATE_OPS`]
+/// or [`COHERENT_OPS`], a `static` with a unique address, so that
+/// `pgmap->ops == K::ops()` tells a Rust pagemap from any other; `type_id`
+/// then tells which `Pagemap<T>` it is.
 ///
 /// # Invariants
 ///
-/// `pgmap` is a `MEMORY_DEVICE_PRIVATE` pagemap registered with
-/// `memremap_pages()`, `nr_range == 1`, over a range reserved with
-/// `request_free_mem_region()`, with `ops == &OPS` and `owner` pointing at
-/// `pgmap` itself, until drop. The header is the first field of a
-/// `Pagemap<T>` with `TypeId::of::<T>() == type_id` whose callbacks are
-/// `folio_free`, `migrate_to_ram` and `dma_alias`. Once `revoked` is set it
-/// stays set, and `dma_alias` is not called for a lookup that started
-/// (under RCU) after it was set.
+/// `pgmap` is a `MEMORY_DEVICE_PRIVATE` or `MEMORY_DEVICE_COHERENT` pagemap
+/// registered with `memremap_pages()`, `nr_range == 1`, over a range reserved
+/// in `iomem_resource` (with `request_free_mem_region()` for private memory,
+/// the device's BAR for coherent memory) that the header releases on drop,
+/// with `ops == K::ops()` for its kind `K` and `owner` pointing at `pgmap`
+/// itself, until drop. The header is the first field of a `Pagemap<T>` with
+/// `TypeId::of::<T>() == type_id` whose callbacks are `folio_free`,
+/// `migrate_to_ram` and `dma_alias`; the last two are `Some` exactly for
+/// device-private pagemaps. Once `revoked` is set it stays set, and
+/// `dma_alias` is not called for a lookup that started (under RCU) after it
+/// was set.
 #[repr(C)]
 #[pin_data(PinnedDrop)]
 struct Header {
@@ -192,12 +262,14 @@ struct Header {
     pgmap: Opaque<bindings::dev_pagemap>,
     type_id: TypeId,
     folio_free: unsafe fn(*const Header, *mut bindings::folio),
-    migrate_to_ram: unsafe fn(*const Header, *mut bindings::vm_fault) -> bindings::vm_fault_t,
-    dma_alias: unsafe fn(*const Header, *mut bindings::folio, *mut c_ulong) -> c_int,
+    migrate_to_ram:
+        Option<unsafe fn(*const Header, *mut bindings::vm_fault) -> bindings::vm_fault_t>,
+    dma_alias: Option<unsafe fn(*const Header, *mut bindings::folio, *mut c_ulong) -> c_int>,
     revoked: Atomic<bool>,
 }
 
-static OPS: bindings::dev_pagemap_ops = bindings::dev_pagemap_ops {
+/// The callbacks of device-private pagemaps.
+static PRIVATE_OPS: bindings::dev_pagemap_ops = bindings::dev_pagemap_ops {
     folio_free: Some(folio_free_trampoline),
     migrate_to_ram: Some(migrate_to_ram_trampoline),
     memory_failure: None,
@@ -205,10 +277,28 @@ static OPS: bindings::dev_pagemap_ops = bindings::dev_pagemap_ops {
     dma_alias: Some(dma_alias_trampoline),
 };
 
+/// The callbacks of device-coherent pagemaps: the CPU maps their pages, so
+/// there is nothing to migrate on a CPU access, and no alias to hand out.
+static COHERENT_OPS: bindings::dev_pagemap_ops = bindings::dev_pagemap_ops {
+    folio_free: Some(folio_free_trampoline),
+    migrate_to_ram: None,
+    memory_failure: None,
+    folio_split: None,
+    dma_alias: None,
+};
+
+/// Where a pagemap's physical range comes from.
+enum Region {
+    /// A free range of this many bytes (device-private memory).
+    Free(usize),
+    /// This range of device memory, which nothing else claims.
+    Device(Range<u64>),
+}
+
 /// # Safety
 ///
 /// Only called by core mm, as `dev_pagemap_ops::folio_free` of a pagemap
-/// whose ops are [`OPS`].
+/// whose ops are [`PRIVATE_OPS`] or [`COHERENT_OPS`].
 unsafe extern "C" fn folio_free_trampoline(folio: *mut bindings::folio) {
     // SAFETY: `folio` is a valid folio of a pagemap with our ops, which is
     // the `pgmap` of a live `Header` (type invariant).
@@ -220,21 +310,26 @@ unsafe extern "C" fn folio_free_trampoline(folio: *mut bindings::folio) {
 /// # Safety
 ///
 /// Only called by core mm, as `dev_pagemap_ops::migrate_to_ram`, with a
-/// valid `vmf` whose page belongs to a pagemap whose ops are [`OPS`].
+/// valid `vmf` whose page belongs to a pagemap whose ops are [`PRIVATE_OPS`].
 unsafe extern "C" fn migrate_to_ram_trampoline(
     vmf: *mut bindings::vm_fault,
 ) -> bindings::vm_fault_t {
     // SAFETY: As above.
     let h = unsafe { Header::of_pgmap(bindings::page_pgmap((*vmf).page)) };
-    // SAFETY: As above.
-    unsafe { ((*h).migrate_to_ram)(h, vmf) }
+    // SAFETY: As above; a device-private header has the callback (type
+    // invariant), which is the one of the header's type.
+    match unsafe { (*h).migrate_to_ram } {
+        // SAFETY: As above.
+        Some(f) => unsafe { f(h, vmf) },
+        None => FaultError::SigBus.to_vm_fault(),
+    }
 }
 
 /// # Safety
 ///
 /// Only called by core mm, as `dev_pagemap_ops::dma_alias`, under
-/// `rcu_read_lock()`, with a folio of a pagemap whose ops are [`OPS`] and a
-/// valid `pfn`.
+/// `rcu_read_lock()`, with a folio of a pagemap whose ops are
+/// [`PRIVATE_OPS`] and a valid `pfn`.
 unsafe extern "C" fn dma_alias_trampoline(folio: *mut bindings::folio, pfn: *mut c_ulong) -> c_int {
     // SAFETY: As in `folio_free_trampoline`: the folio's pagemap is alive
     // while core mm can look its pages up.
@@ -245,7 +340,11 @@ unsafe extern "C" fn dma_alias_trampoline(folio: *mut bindings::folio, pfn: *mut
         return ENODEV.to_errno();
     }
     // SAFETY: As above; `dma_alias` is the callback of the header's type.
-    unsafe { ((*h).dma_alias)(h, folio, pfn) }
+    match unsafe { (*h).dma_alias } {
+        // SAFETY: As above.
+        Some(f) => unsafe { f(h, folio, pfn) },
+        None => EOPNOTSUPP.to_errno(),
+    }
 }
 
 impl Header {
@@ -263,30 +362,65 @@ impl Header {
         }
     }
 
-    fn new<T: DevicePrivateOps>(size: usize, nid: Option<i32>) -> impl PinInit<Self, Error> {
+    /// The header of a `Pagemap<T>` over `region`, with the callbacks of
+    /// `T` that its kind has (`None` for coherent pagemaps).
+    #[allow(clippy::type_complexity)]
+    fn new<T: PagemapOps>(
+        region: Region,
+        nid: Option<i32>,
+        migrate_to_ram: Option<
+            unsafe fn(*const Header, *mut bindings::vm_fault) -> bindings::vm_fault_t,
+        >,
+        dma_alias: Option<unsafe fn(*const Header, *mut bindings::folio, *mut c_ulong) -> c_int>,
+    ) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             pgmap <- Opaque::try_ffi_init(move |pgmap: *mut bindings::dev_pagemap| {
-                // SAFETY: `iomem_resource` is the root of the iomem tree; the name is static.
-                let res = unsafe {
-                    bindings::request_free_mem_region(
-                        &raw mut bindings::iomem_resource,
-                        size,
-                        c"device-private".as_char_ptr(),
-                    )
+                let (start, end) = match region {
+                    Region::Free(size) => {
+                        // SAFETY: `iomem_resource` is the root of the iomem
+                        // tree; the name is static.
+                        let res = unsafe {
+                            bindings::request_free_mem_region(
+                                &raw mut bindings::iomem_resource,
+                                size,
+                                c"device-private".as_char_ptr(),
+                            )
+                        };
+                        let res = crate::error::from_err_ptr(res)?;
+                        // SAFETY: `res` is a valid resource just reserved for us.
+                        unsafe { ((*res).start, (*res).end) }
+                    }
+                    Region::Device(r) => {
+                        let len = r.end - r.start;
+                        // SAFETY: `iomem_resource` is the root of the iomem
+                        // tree; the name is static. This claims the range
+                        // (`request_mem_region()`): it fails if any driver,
+                        // or RAM, holds a part of it.
+                        let res = unsafe {
+                            bindings::__request_region(
+                                &raw mut bindings::iomem_resource,
+                                r.start,
+                                len,
+                                c"device-coherent".as_char_ptr(),
+                                0,
+                            )
+                        };
+                        if res.is_null() {
+                            return Err(EBUSY);
+                        }
+                        (r.start, r.end - 1)
+                    }
                 };
-                let res = crate::error::from_err_ptr(res)?;
-                // SAFETY: `res` is a valid resource just reserved for us.
-                let (start, end) = unsafe { ((*res).start, (*res).end) };
 
                 // SAFETY: `pgmap` is valid for writes; all-zeroes is a valid
                 // `dev_pagemap` to start from (`memremap_pages()` initialises
                 // the reference count and completion).
                 unsafe {
                     pgmap.write(core::mem::zeroed());
-                    (*pgmap).type_ = bindings::memory_type_MEMORY_DEVICE_PRIVATE;
+                    (*pgmap).type_ = T::Kind::TYPE;
                     *(*pgmap).__bindgen_anon_1.range.as_mut() = bindings::range { start, end };
                     (*pgmap).nr_range = 1;
-                    (*pgmap).ops = &OPS;
+                    (*pgmap).ops = T::Kind::ops();
                     (*pgmap).owner = pgmap.cast();
                 }
                 let nid = nid.unwrap_or(bindings::NUMA_NO_NODE);
@@ -303,8 +437,8 @@ impl Header {
             }),
             type_id: TypeId::of::<T>(),
             folio_free: Pagemap::<T>::folio_free_callback,
-            migrate_to_ram: Pagemap::<T>::migrate_to_ram_callback,
-            dma_alias: Pagemap::<T>::dma_alias_callback,
+            migrate_to_ram,
+            dma_alias,
             revoked: Atomic::new(false),
         })
     }
@@ -400,7 +534,7 @@ fn first_run(bits: &BitmapVec, end: usize, from: usize, n: usize) -> Option<usiz
     }
 }
 
-/// A device-private pagemap with its page allocator.
+/// A device-private or device-coherent pagemap with its page allocator.
 ///
 /// # Invariants
 ///
@@ -410,7 +544,7 @@ fn first_run(bits: &BitmapVec, end: usize, from: usize, n: usize) -> Option<usiz
 ///   Only clear pages are passed to `zone_device_folio_init()`.
 #[repr(C)]
 #[pin_data]
-pub struct Pagemap<T: DevicePrivateOps> {
+pub struct Pagemap<T: PagemapOps> {
     // Must stay first (see `Header`) and be dropped first: its drop waits
     // for callbacks that use the other fields.
     #[pin]
@@ -425,9 +559,9 @@ pub struct Pagemap<T: DevicePrivateOps> {
 }
 
 // SAFETY: The C pagemap may be used from any thread; `T` is `Send + Sync`.
-unsafe impl<T: DevicePrivateOps> Send for Pagemap<T> {}
+unsafe impl<T: PagemapOps> Send for Pagemap<T> {}
 // SAFETY: All mutable state is behind `used`'s lock or owned by C.
-unsafe impl<T: DevicePrivateOps> Sync for Pagemap<T> {}
+unsafe impl<T: PagemapOps> Sync for Pagemap<T> {}
 
 impl<T: DevicePrivateOps> Pagemap<T> {
     /// Creates a device-private pagemap of `size` bytes on NUMA node `nid`
@@ -439,13 +573,19 @@ impl<T: DevicePrivateOps> Pagemap<T> {
     /// # Examples
     ///
     /// ```
-    /// use kernel::mm::pagemap::{DeviceFault, DeviceFolio, DevicePrivateOps, FaultError, Pagemap};
+    /// use kernel::mm::pagemap::{
+    ///     DeviceFault, DeviceFolio, DevicePrivateOps, FaultError, PagemapOps, Pagemap, Private,
+    /// };
     /// use kernel::prelude::*;
     ///
     /// struct Vram;
     ///
-    /// impl DevicePrivateOps for Vram {
+    /// impl PagemapOps for Vram {
+    ///     type Kind = Private;
     ///     fn folio_free(_pm: &Pagemap<Self>, _folio: &DeviceFolio<Self>) {}
+    /// }
+    ///
+    /// impl DevicePrivateOps for Vram {
     ///     fn migrate_to_ram(
     ///         _pm: &Pagemap<Self>,
     ///         _fault: &DeviceFault<'_, Self>,
@@ -470,6 +610,151 @@ impl<T: DevicePrivateOps> Pagemap<T> {
     where
         Error: From<E>,
     {
+        Self::init(
+            Region::Free(size),
+            size,
+            nid,
+            Some(Self::migrate_to_ram_callback),
+            Some(Self::dma_alias_callback),
+            data,
+        )
+    }
+
+    /// # Safety
+    ///
+    /// `h` is the header of a `Pagemap<T>`, `vmf` a valid fault on a
+    /// referenced page of it, with the mmap or VMA lock held.
+    unsafe fn migrate_to_ram_callback(
+        h: *const Header,
+        vmf: *mut bindings::vm_fault,
+    ) -> bindings::vm_fault_t {
+        // SAFETY: `h` heads a live `Pagemap<T>` (safety requirement).
+        let pm = unsafe { &*h.cast::<Self>() };
+        // INVARIANT: `vmf` is valid for the duration of the call, its page is ours.
+        let fault = DeviceFault {
+            vmf,
+            _p: PhantomData,
+        };
+        match T::migrate_to_ram(pm, &fault) {
+            Ok(()) => 0,
+            Err(e) => e.to_vm_fault(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// `h` is the header of a `Pagemap<T>`, `folio` a folio of it (possibly
+    /// being freed) and `pfn` valid for writes; called under `rcu_read_lock()`.
+    unsafe fn dma_alias_callback(
+        h: *const Header,
+        folio: *mut bindings::folio,
+        pfn: *mut c_ulong,
+    ) -> c_int {
+        // SAFETY: `h` heads a live `Pagemap<T>` (safety requirement).
+        let pm = unsafe { &*h.cast::<Self>() };
+        // SAFETY: `folio` belongs to `pm`.
+        let f = unsafe { DeviceFolio::<T>::from_raw(folio) };
+        match T::dma_alias(pm, f) {
+            Ok(p) => {
+                // SAFETY: `pfn` is valid for writes (safety requirement).
+                unsafe { *pfn = p as c_ulong };
+                0
+            }
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// Stops handing out DMA aliases ([`DevicePrivateOps::dma_alias`]) for
+    /// good, and waits until no `hmm_range_fault()` is still using an alias
+    /// it got before.
+    ///
+    /// This is the first step of removing the memory behind the aliases:
+    /// then evict every page ([`crate::mm::migrate::Eviction`]), which
+    /// invalidates every mirror that holds an alias, and only then free the
+    /// alias memory. Faults after this call migrate instead. Sleeps (an RCU
+    /// grace period).
+    pub fn revoke_aliases(&self) {
+        self.header.revoked.store(true, Release);
+        // Core calls `dma_alias` and uses its result under `rcu_read_lock()`:
+        // after a grace period no call that read `false` is still running.
+        crate::sync::rcu::synchronize_rcu();
+    }
+
+    /// Whether [`Pagemap::revoke_aliases`] was called.
+    pub fn aliases_revoked(&self) -> bool {
+        self.header.revoked.load(Acquire)
+    }
+}
+
+#[cfg(CONFIG_PCI)]
+impl<T: PagemapOps<Kind = Coherent>> Pagemap<T> {
+    /// Creates a device-coherent pagemap over memory BAR `bar` of `pdev`,
+    /// on NUMA node `nid` (`None`: no preference).
+    ///
+    /// The pagemap claims the whole BAR in the iomem tree for as long as it
+    /// lives, so the driver must not also request or map the BAR: `EBUSY`
+    /// if anyone holds a part of it. The kernel then maps the BAR
+    /// write-back in its linear map; an earlier uncached mapping of it
+    /// would make `memremap_pages()` fail or downgrade the linear map, as
+    /// x86 PAT keeps one memory type per physical range. The BAR's length
+    /// must be a non-zero multiple of the PMD size; otherwise `EINVAL`.
+    ///
+    /// Only for memory the CPU can access coherently and cacheably through
+    /// the BAR, as with CXL type 2/3 memory or an emulated device whose BAR
+    /// is host memory. The pages are the BAR's own pfns: a peer can
+    /// DMA-map them like system memory.
+    ///
+    /// The pagemap stays valid after the driver unbinds (it may be kept
+    /// alive by open files); the driver should evict its pages first
+    /// ([`crate::mm::migrate::Eviction`]), and drop it as soon as it can:
+    /// until then the BAR stays claimed, and a new binding of the device
+    /// gets `EBUSY`.
+    pub fn new_coherent<E>(
+        pdev: &crate::pci::Device<crate::device::Bound>,
+        bar: u32,
+        nid: Option<i32>,
+        data: impl PinInit<T, E>,
+    ) -> impl PinInit<Self, Error>
+    where
+        Error: From<E>,
+    {
+        let range = pdev.resource_start(bar).and_then(|start| {
+            let len = pdev.resource_len(bar)?;
+            let end = start.checked_add(len).ok_or(EINVAL)?;
+            Ok(start..end)
+        });
+        pin_init::pin_init_scope(move || {
+            let range = range?;
+            let size = usize::try_from(range.end - range.start)?;
+            Ok(Self::init(
+                Region::Device(range),
+                size,
+                nid,
+                None,
+                None,
+                data,
+            ))
+        })
+    }
+}
+
+impl<T: PagemapOps> Pagemap<T> {
+    /// The pagemap of `size` bytes over `region`, with the callbacks of its
+    /// kind.
+    #[allow(clippy::type_complexity)]
+    fn init<E>(
+        region: Region,
+        size: usize,
+        nid: Option<i32>,
+        migrate_to_ram: Option<
+            unsafe fn(*const Header, *mut bindings::vm_fault) -> bindings::vm_fault_t,
+        >,
+        dma_alias: Option<unsafe fn(*const Header, *mut bindings::folio, *mut c_ulong) -> c_int>,
+        data: impl PinInit<T, E>,
+    ) -> impl PinInit<Self, Error>
+    where
+        Error: From<E>,
+    {
         let pmd = crate::page::PAGE_SIZE << MAX_FOLIO_ORDER;
         let nr_pages = size / crate::page::PAGE_SIZE;
         // SAFETY: `data`'s initializer is called exactly as the closure is;
@@ -485,7 +770,7 @@ impl<T: DevicePrivateOps> Pagemap<T> {
             }
             let bits = BitmapVec::new(nr_pages, GFP_KERNEL).map_err(|_| ENOMEM)?;
             Ok(try_pin_init!(Self {
-                header <- Header::new::<T>(size, nid),
+                header <- Header::new::<T>(region, nid, migrate_to_ram, dma_alias),
                 nr: nr_pages,
                 used <- new_used(bits),
                 data <- data,
@@ -560,13 +845,19 @@ impl<T: DevicePrivateOps> Pagemap<T> {
     /// # Examples
     ///
     /// ```
-    /// use kernel::mm::pagemap::{DeviceFault, DeviceFolio, DevicePrivateOps, FaultError, Pagemap};
+    /// use kernel::mm::pagemap::{
+    ///     DeviceFault, DeviceFolio, DevicePrivateOps, FaultError, PagemapOps, Pagemap, Private,
+    /// };
     /// use kernel::prelude::*;
     ///
     /// struct Vram;
     ///
-    /// impl DevicePrivateOps for Vram {
+    /// impl PagemapOps for Vram {
+    ///     type Kind = Private;
     ///     fn folio_free(_pm: &Pagemap<Self>, _folio: &DeviceFolio<Self>) {}
+    /// }
+    ///
+    /// impl DevicePrivateOps for Vram {
     ///     fn migrate_to_ram(
     ///         _pm: &Pagemap<Self>,
     ///         _fault: &DeviceFault<'_, Self>,
@@ -686,7 +977,7 @@ impl<T: DevicePrivateOps> Pagemap<T> {
         unsafe { bindings::pfn_to_page(self.pfn_range().start + index) }
     }
 
-    /// Returns the pagemap of a device-private page, if it is one of ours.
+    /// Returns the pagemap of a device page, if it is one of a `Pagemap<T>`.
     ///
     /// # Safety
     ///
@@ -694,17 +985,18 @@ impl<T: DevicePrivateOps> Pagemap<T> {
     /// reference (or which the caller otherwise keeps from being freed).
     pub unsafe fn of_page<'a>(page: *const bindings::page) -> Option<&'a Self> {
         // SAFETY: `page` is valid (safety requirement).
-        if !unsafe { bindings::is_device_private_page(page) } {
+        if !unsafe { bindings::is_zone_device_page(page) } {
             return None;
         }
-        // SAFETY: A device-private page has a pagemap, alive while the page is.
+        // SAFETY: A ZONE_DEVICE page has a pagemap, alive while the page is.
         let pgmap = unsafe { bindings::page_pgmap(page) };
-        // SAFETY: Reading the ops pointer of a live pagemap.
-        if !core::ptr::eq(unsafe { (*pgmap).ops }, &OPS) {
+        // SAFETY: Reading the type and ops pointer of a live pagemap.
+        let (ty, ops) = unsafe { ((*pgmap).type_, (*pgmap).ops) };
+        if ty != T::Kind::TYPE || !core::ptr::eq(ops, T::Kind::ops()) {
             return None;
         }
-        // SAFETY: Only `Header`s use `OPS` (type invariant), and they outlive
-        // their pages.
+        // SAFETY: Only `Header`s use the ops of a kind (type invariant), and
+        // they outlive their pages.
         let h = unsafe { Header::of_pgmap(pgmap) };
         // SAFETY: As above.
         if unsafe { (*h).type_id } != TypeId::of::<T>() {
@@ -734,82 +1026,17 @@ impl<T: DevicePrivateOps> Pagemap<T> {
         // `next` was free.
         used.next = used.next.min(index);
     }
-
-    /// # Safety
-    ///
-    /// `h` is the header of a `Pagemap<T>`, `vmf` a valid fault on a
-    /// referenced page of it, with the mmap or VMA lock held.
-    unsafe fn migrate_to_ram_callback(
-        h: *const Header,
-        vmf: *mut bindings::vm_fault,
-    ) -> bindings::vm_fault_t {
-        // SAFETY: `h` heads a live `Pagemap<T>` (safety requirement).
-        let pm = unsafe { &*h.cast::<Self>() };
-        // INVARIANT: `vmf` is valid for the duration of the call, its page is ours.
-        let fault = DeviceFault {
-            vmf,
-            _p: PhantomData,
-        };
-        match T::migrate_to_ram(pm, &fault) {
-            Ok(()) => 0,
-            Err(e) => e.to_vm_fault(),
-        }
-    }
-
-    /// # Safety
-    ///
-    /// `h` is the header of a `Pagemap<T>`, `folio` a folio of it (possibly
-    /// being freed) and `pfn` valid for writes; called under `rcu_read_lock()`.
-    unsafe fn dma_alias_callback(
-        h: *const Header,
-        folio: *mut bindings::folio,
-        pfn: *mut c_ulong,
-    ) -> c_int {
-        // SAFETY: `h` heads a live `Pagemap<T>` (safety requirement).
-        let pm = unsafe { &*h.cast::<Self>() };
-        // SAFETY: `folio` belongs to `pm`.
-        let f = unsafe { DeviceFolio::<T>::from_raw(folio) };
-        match T::dma_alias(pm, f) {
-            Ok(p) => {
-                // SAFETY: `pfn` is valid for writes (safety requirement).
-                unsafe { *pfn = p as c_ulong };
-                0
-            }
-            Err(e) => e.to_errno(),
-        }
-    }
-
-    /// Stops handing out DMA aliases ([`DevicePrivateOps::dma_alias`]) for
-    /// good, and waits until no `hmm_range_fault()` is still using an alias
-    /// it got before.
-    ///
-    /// This is the first step of removing the memory behind the aliases:
-    /// then evict every page ([`crate::mm::migrate::Eviction`]), which
-    /// invalidates every mirror that holds an alias, and only then free the
-    /// alias memory. Faults after this call migrate instead. Sleeps (an RCU
-    /// grace period).
-    pub fn revoke_aliases(&self) {
-        self.header.revoked.store(true, Release);
-        // Core calls `dma_alias` and uses its result under `rcu_read_lock()`:
-        // after a grace period no call that read `false` is still running.
-        crate::sync::rcu::synchronize_rcu();
-    }
-
-    /// Whether [`Pagemap::revoke_aliases`] was called.
-    pub fn aliases_revoked(&self) -> bool {
-        self.header.revoked.load(Acquire)
-    }
 }
 
-/// A folio of device-private pages of a [`Pagemap<T>`].
+/// A folio of device pages of a [`Pagemap<T>`].
 ///
 /// # Invariants
 ///
 /// The folio belongs to a `Pagemap<T>`, which outlives every reference to it.
 #[repr(transparent)]
-pub struct DeviceFolio<T: DevicePrivateOps>(Opaque<bindings::folio>, PhantomData<T>);
+pub struct DeviceFolio<T: PagemapOps>(Opaque<bindings::folio>, PhantomData<T>);
 
-impl<T: DevicePrivateOps> DeviceFolio<T> {
+impl<T: PagemapOps> DeviceFolio<T> {
     /// # Safety
     ///
     /// `folio` must be a folio of a `Pagemap<T>` that stays allocated for `'a`.
@@ -860,11 +1087,11 @@ impl<T: DevicePrivateOps> DeviceFolio<T> {
 /// # Invariants
 ///
 /// `folio` is locked and this object owns one reference to it.
-pub struct NewFolio<'a, T: DevicePrivateOps> {
+pub struct NewFolio<'a, T: PagemapOps> {
     folio: &'a DeviceFolio<T>,
 }
 
-impl<'a, T: DevicePrivateOps> NewFolio<'a, T> {
+impl<'a, T: PagemapOps> NewFolio<'a, T> {
     /// Gives up ownership of the lock and the reference, e.g. to a
     /// migration that takes them over; returns the folio. The caller must
     /// eventually unlock and put it, or the folio leaks.
@@ -875,7 +1102,62 @@ impl<'a, T: DevicePrivateOps> NewFolio<'a, T> {
     }
 }
 
-impl<T: DevicePrivateOps> core::ops::Deref for NewFolio<'_, T> {
+/// Calls `f` with page `i` of `folio`, a device-coherent folio, mapped
+/// through the kernel's linear map.
+fn with_coherent_page<R>(
+    folio: *mut bindings::folio,
+    i: usize,
+    f: impl FnOnce(*mut u8) -> R,
+) -> Result<R> {
+    // SAFETY: `folio` is a valid folio (caller).
+    if i >= 1usize << unsafe { bindings::folio_order(folio) } {
+        return Err(EINVAL);
+    }
+    // SAFETY: `i` is in range. Device-coherent memory is in the linear map
+    // (`memremap_pages()` adds it with `arch_add_memory()`), which
+    // `kmap_local_page()` returns.
+    let addr = unsafe {
+        bindings::kmap_local_page(bindings::pfn_to_page(
+            bindings::folio_pfn(folio) + i as c_ulong,
+        ))
+    };
+    let r = f(addr.cast());
+    // SAFETY: `addr` was returned by `kmap_local_page()` just above.
+    unsafe { bindings::kunmap_local(addr) };
+    Ok(r)
+}
+
+impl<T: PagemapOps<Kind = Coherent>> DeviceFolio<T> {
+    /// Calls `f` with the content of page `i` of the folio, read by the CPU
+    /// through the kernel's linear map; `EINVAL` if out of range.
+    ///
+    /// The folio may be mapped by processes that write it meanwhile, as
+    /// with a device's read of system memory; while it is collected by a
+    /// migration (locked and unmapped), its content is stable.
+    pub fn with_page<R>(&self, i: usize, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        with_coherent_page(self.as_raw(), i, |addr| {
+            // SAFETY: `addr` maps the `PAGE_SIZE` bytes of a page of the
+            // folio, which stays allocated while `self` is borrowed.
+            f(unsafe { core::slice::from_raw_parts(addr, crate::page::PAGE_SIZE) })
+        })
+    }
+}
+
+impl<T: PagemapOps<Kind = Coherent>> NewFolio<'_, T> {
+    /// Calls `f` to fill page `i` of the new folio through the kernel's
+    /// linear map, before it is handed to a migration; `EINVAL` if out of
+    /// range.
+    pub fn with_page_mut<R>(&mut self, i: usize, f: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
+        with_coherent_page(self.folio.as_raw(), i, |addr| {
+            // SAFETY: `addr` maps the `PAGE_SIZE` bytes of a page of the
+            // folio, which this object owns, locked and not yet mapped by
+            // anyone (type invariant): nothing else accesses it.
+            f(unsafe { core::slice::from_raw_parts_mut(addr, crate::page::PAGE_SIZE) })
+        })
+    }
+}
+
+impl<T: PagemapOps> core::ops::Deref for NewFolio<'_, T> {
     type Target = DeviceFolio<T>;
 
     fn deref(&self) -> &DeviceFolio<T> {
@@ -883,7 +1165,7 @@ impl<T: DevicePrivateOps> core::ops::Deref for NewFolio<'_, T> {
     }
 }
 
-impl<T: DevicePrivateOps> Drop for NewFolio<'_, T> {
+impl<T: PagemapOps> Drop for NewFolio<'_, T> {
     fn drop(&mut self) {
         // SAFETY: We own the lock and one reference (type invariant); putting
         // the last one frees the folio through `folio_free`.
@@ -984,11 +1266,15 @@ mod tests {
         freed: Atomic<usize>,
     }
 
-    impl DevicePrivateOps for Counting {
+    impl PagemapOps for Counting {
+        type Kind = Private;
+
         fn folio_free(_pm: &Pagemap<Self>, folio: &DeviceFolio<Self>) {
             _pm.data().freed.fetch_add(folio.nr_pages(), Relaxed);
         }
+    }
 
+    impl DevicePrivateOps for Counting {
         fn migrate_to_ram(
             _pm: &Pagemap<Self>,
             _fault: &DeviceFault<'_, Self>,
