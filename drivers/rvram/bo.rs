@@ -10,8 +10,11 @@
 //! to the VRAM allocator with the dma-buf's last reference. Importers reach
 //! the BAR peer to peer or not at all; unbinding the GPU revokes every
 //! buffer (see [`kernel::pci::BarExporter`]).
+//!
+//! Only device-private VRAM exports buffers: device-coherent VRAM is not
+//! P2PDMA memory (the BAR cannot be both), and gets `EOPNOTSUPP`.
 
-use crate::Gpu;
+use crate::{Gpu, Vram};
 use kernel::{
     fs::file::{flags::O_CLOEXEC, FileDescriptorReservation},
     ioctl::_IOWR,
@@ -37,9 +40,11 @@ struct Bo {
 impl Drop for Bo {
     fn drop(&mut self) {
         if let Some(r) = self.vram.take() {
-            let pm = &*self.gpu.pages;
-            pm.data().stats.dmabufs_freed.fetch_add(1, Relaxed);
-            pm.unreserve(r);
+            // Only device-private VRAM has buffer objects.
+            if let Vram::Private(pm) = &self.gpu.vram {
+                pm.data().stats.dmabufs_freed.fetch_add(1, Relaxed);
+                pm.unreserve(r);
+            }
         }
     }
 }
@@ -51,7 +56,13 @@ pub(crate) fn alloc_dmabuf(gpu: &Arc<Gpu>, arg: usize) -> Result<isize> {
         UserSlice::new(UserPtr::from_addr(arg), ARG_SIZE).reader_writer();
     let size: u64 = reader.read()?;
     let flags: u32 = reader.read()?;
-    let pm = &*gpu.pages;
+    let (Vram::Private(pm), Some(exports)) = (&gpu.vram, &gpu.exports) else {
+        pr_warn!(
+            "RVRAM_IOCTL_ALLOC_DMABUF: rvram{}: device-coherent VRAM exports no dma-bufs\n",
+            gpu.index
+        );
+        return Err(EOPNOTSUPP);
+    };
     let vram = pm.nr_pages() as u64 * PAGE_SIZE as u64;
     if flags != 0 || size == 0 || size % PAGE_SIZE as u64 != 0 || size > vram {
         pr_warn!(
@@ -80,7 +91,7 @@ pub(crate) fn alloc_dmabuf(gpu: &Arc<Gpu>, arg: usize) -> Result<isize> {
             pm.data().zero_page(i)?;
         }
         let offset = u64::try_from(index * PAGE_SIZE)?;
-        let buf = gpu.exports.export(offset, nr * PAGE_SIZE, bo)?;
+        let buf = exports.export(offset, nr * PAGE_SIZE, bo)?;
         pm.data().stats.dmabufs.fetch_add(1, Relaxed);
         buf
     };

@@ -5,11 +5,13 @@
 //! Each open file mirrors the opener's address space with a
 //! [`Mirror`]; device reads and writes fault through it and copy from the
 //! pages HMM reports: system memory, or this GPU's VRAM for its own
-//! device-private pages. The device caches no translations for them. Its
+//! device-private pages. Device-coherent VRAM (of any GPU) is in the
+//! kernel's linear map and is copied like system memory. The device caches
+//! no translations for them. Its
 //! page table only holds the pages it maps for atomic access
 //! (`HMM_DMIRROR_EXCLUSIVE`), which an invalidation of the page drops.
 
-use crate::{Gpu, VramPages};
+use crate::{with_vram, CoherentPages, Gpu, VramKind, VramPages};
 use kernel::{
     alloc::flags::{__GFP_ZERO, GFP_KERNEL},
     fs::File,
@@ -19,7 +21,7 @@ use kernel::{
     mm::{
         hmm::{AliasAccess, Mirror, MirrorOps, NotifierRange, RangeRequest, DEFAULT_TIMEOUT_MS},
         migrate::{MigrateVma, NewSystemFolio, Select, Source},
-        pagemap::MAX_FOLIO_ORDER,
+        pagemap::{Pagemap, MAX_FOLIO_ORDER},
     },
     page::{Page, PAGE_SIZE},
     prelude::*,
@@ -77,6 +79,8 @@ mod prot {
     pub(super) const ZERO: u8 = 0x10;
     pub(super) const DEV_PRIVATE_LOCAL: u8 = 0x20;
     pub(super) const DEV_PRIVATE_REMOTE: u8 = 0x30;
+    pub(super) const DEV_COHERENT_LOCAL: u8 = 0x40;
+    pub(super) const DEV_COHERENT_REMOTE: u8 = 0x50;
 }
 
 /// Device reads and writes fault and copy this many bytes at a time (as
@@ -163,7 +167,7 @@ impl MiscDevice for DmirrorFile {
         let gpu = crate::gpu_by_name(misc.device().name()).ok_or(ENODEV)?;
         let task = kernel::current!();
         let mm = task.mm().ok_or(EINVAL)?;
-        let owner = gpu.pages.owner();
+        let owner = gpu.vram.owner();
         let mirror = KBox::pin_init(
             Mirror::new(
                 mm,
@@ -378,14 +382,17 @@ impl DmirrorFile {
         Ok(req.with_alias_client(self.gpu.dev.clone(), access))
     }
 
+    /// Whether `pm` is this GPU's VRAM.
+    fn is_mine<T: VramKind>(&self, pm: &Pagemap<T>) -> bool {
+        with_vram!(&self.gpu.vram, mine => core::ptr::eq(
+            core::ptr::from_ref(mine).cast::<u8>(),
+            core::ptr::from_ref(pm).cast::<u8>()
+        ))
+    }
+
     /// Counts a page this GPU accessed through another GPU's alias.
     fn count_alias(&self) {
-        self.gpu
-            .pages
-            .data()
-            .stats
-            .alias_access
-            .fetch_add(1, Relaxed);
+        self.gpu.vram.stats().alias_access.fetch_add(1, Relaxed);
     }
 
     /// Takes the one-shot allocation failure flag.
@@ -424,8 +431,11 @@ impl DmirrorFile {
 
     /// Migrates what is in system memory in `[start, end)` into VRAM.
     fn migrate_range_to_dev(&self, start: usize, end: usize) -> Result {
+        with_vram!(&self.gpu.vram, pm => self.migrate_range_into(pm, start, end))
+    }
+
+    fn migrate_range_into<T: VramKind>(&self, pm: &Pagemap<T>, start: usize, end: usize) -> Result {
         let gpu = &self.gpu;
-        let pm = &*gpu.pages;
         let mm = self.mirror.mm().mmget_not_zero().ok_or(EINVAL)?;
         {
             let dead = gpu.ops.lock();
@@ -436,7 +446,7 @@ impl DmirrorFile {
             let mut addr = start;
             while addr < end {
                 let (vma, next) = migration_chunk(&guard, addr, end)?;
-                let mut mig = MigrateVma::<VramPages>::setup(
+                let mut mig = MigrateVma::<T>::setup(
                     vma,
                     addr,
                     next,
@@ -457,13 +467,13 @@ impl DmirrorFile {
                     } else {
                         pm.alloc_folio(order).ok()
                     };
-                    if let Some(dst) = big {
+                    if let Some(mut dst) = big {
                         for p in 0..nr {
                             match system {
                                 Some(s) => {
-                                    s.with_page(p, |b| pm.data().write_page(dst.index() + p, b))??
+                                    s.with_page(p, |b| T::fill(pm, &mut dst, p, Some(b)))??
                                 }
-                                None => pm.data().zero_page(dst.index() + p)?,
+                                None => T::fill(pm, &mut dst, p, None)?,
                             }
                         }
                         mig.set_device(i, dst)?;
@@ -473,15 +483,13 @@ impl DmirrorFile {
                     // splits the source folio.
                     let mut small = KVec::with_capacity(nr, GFP_KERNEL)?;
                     for p in 0..nr {
-                        let Ok(dst) = pm.alloc_folio(0) else {
-                            pm.data().stats.alloc_fail.fetch_add(1, Relaxed);
+                        let Ok(mut dst) = pm.alloc_folio(0) else {
+                            pm.data().stats().alloc_fail.fetch_add(1, Relaxed);
                             break;
                         };
                         match system {
-                            Some(s) => {
-                                s.with_page(p, |b| pm.data().write_page(dst.index(), b))??
-                            }
-                            None => pm.data().zero_page(dst.index())?,
+                            Some(s) => s.with_page(p, |b| T::fill(pm, &mut dst, 0, Some(b)))??,
+                            None => T::fill(pm, &mut dst, 0, None)?,
                         }
                         small.push(dst, GFP_KERNEL)?;
                     }
@@ -490,7 +498,7 @@ impl DmirrorFile {
                     }
                 }
                 let moved = mig.migrate();
-                let stats = &pm.data().stats;
+                let stats = pm.data().stats();
                 stats.to_dev.fetch_add(moved.count() as u64, Relaxed);
                 stats.pages_to_vram.fetch_add(moved.pages() as u64, Relaxed);
                 drop(moved);
@@ -504,7 +512,16 @@ impl DmirrorFile {
     /// at `ptr`, a chunk at a time; `ENOENT` unless every page is in this
     /// GPU's VRAM.
     fn read_back(&self, start: usize, end: usize, ptr: usize) -> Result {
-        let pm = &*self.gpu.pages;
+        with_vram!(&self.gpu.vram, pm => self.read_back_from(pm, start, end, ptr))
+    }
+
+    fn read_back_from<T: VramKind>(
+        &self,
+        pm: &Pagemap<T>,
+        start: usize,
+        end: usize,
+        ptr: usize,
+    ) -> Result {
         let len = end - start;
         let mut out = UserSlice::new(UserPtr::from_addr(ptr), len).writer();
         let mut buf = Self::bounce(len)?;
@@ -514,12 +531,11 @@ impl DmirrorFile {
             {
                 let f = self.mirror.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
                 for ((_, pfn), dst) in f.iter().zip(chunk.chunks_mut(PAGE_SIZE)) {
-                    let folio = pfn.device_folio::<VramPages>().ok_or(ENOENT)?;
+                    let folio = pfn.device_folio::<T>().ok_or(ENOENT)?;
                     if !core::ptr::eq(folio.pagemap(), pm) {
                         return Err(ENOENT);
                     }
-                    let index = folio.index() + (pfn.pfn().ok_or(ENOENT)? - folio.pfn());
-                    pm.data().read_page(index, dst)?;
+                    T::read(pm, folio, pfn.pfn().ok_or(ENOENT)? - folio.pfn(), dst)?;
                 }
             }
             out.write_slice(chunk)?;
@@ -529,9 +545,12 @@ impl DmirrorFile {
 
     /// HMM_DMIRROR_MIGRATE_TO_SYS: moves this GPU's pages of the range back.
     fn migrate_to_sys(&self, c: &mut Cmd) -> Result {
+        with_vram!(&self.gpu.vram, pm => self.migrate_to_sys_from(pm, c))
+    }
+
+    fn migrate_to_sys_from<T: VramKind>(&self, pm: &Pagemap<T>, c: &mut Cmd) -> Result {
         let start = usize::try_from(c.addr)?;
         let end = start + Self::bounce_len(c)?;
-        let pm = &*self.gpu.pages;
         let mm = self.mirror.mm().mmget_not_zero().ok_or(EINVAL)?;
         let guard = mm.mmap_read_lock();
         let mut addr = start;
@@ -539,18 +558,13 @@ impl DmirrorFile {
         let mut oom = false;
         while addr < end {
             let (vma, next) = migration_chunk(&guard, addr, end)?;
-            let mut mig = MigrateVma::<VramPages>::setup(
-                vma,
-                addr,
-                next,
-                pm.owner(),
-                Select::DEVICE_PRIVATE | Select::COMPOUND,
-            )?;
+            let mut mig =
+                MigrateVma::<T>::setup(vma, addr, next, pm.owner(), T::SELECT | Select::COMPOUND)?;
             for i in 0..mig.len() {
-                let (index, order) = match mig.source(i) {
-                    Source::Device { folio, .. } => (folio.index(), folio.order()),
-                    _ => continue,
+                let Source::Device { folio, .. } = mig.source(i) else {
+                    continue;
                 };
+                let order = folio.order();
                 let fail = self.fail_alloc();
                 let new = if fail {
                     Err(ENOMEM)
@@ -563,7 +577,7 @@ impl DmirrorFile {
                     }
                     continue;
                 };
-                pm.data().read_pages(index, &mut new)?;
+                T::copy_out(pm, folio, &mut new)?;
                 mig.set_system(i, new)?;
             }
             // cpages counts pages, migrated_to_ram folios.
@@ -571,8 +585,9 @@ impl DmirrorFile {
             let n = moved.count() as u64;
             let pages = moved.pages() as u64;
             drop(moved);
-            pm.data().stats.to_sys.fetch_add(n, Relaxed);
-            pm.data().stats.pages_to_ram.fetch_add(pages, Relaxed);
+            let stats = pm.data().stats();
+            stats.to_sys.fetch_add(n, Relaxed);
+            stats.pages_to_ram.fetch_add(pages, Relaxed);
             total += pages;
             addr = next;
         }
@@ -630,13 +645,22 @@ impl DmirrorFile {
                 } else if !pfn.is_valid() {
                     prot::NONE
                 } else {
-                    let mut v = match pfn.device_folio::<VramPages>() {
-                        Some(d) if core::ptr::eq(d.pagemap(), &*self.gpu.pages) => {
+                    let mut v = if let Some(d) = pfn.device_folio::<VramPages>() {
+                        if self.is_mine(d.pagemap()) {
                             prot::DEV_PRIVATE_LOCAL
+                        } else {
+                            prot::DEV_PRIVATE_REMOTE
                         }
-                        Some(_) => prot::DEV_PRIVATE_REMOTE,
-                        None if pfn.is_zero_page() => prot::ZERO,
-                        None => prot::NONE,
+                    } else if let Some(d) = pfn.device_folio::<CoherentPages>() {
+                        if self.is_mine(d.pagemap()) {
+                            prot::DEV_COHERENT_LOCAL
+                        } else {
+                            prot::DEV_COHERENT_REMOTE
+                        }
+                    } else if pfn.is_zero_page() {
+                        prot::ZERO
+                    } else {
+                        prot::NONE
                     };
                     v |= if pfn.is_writable() {
                         prot::WRITE

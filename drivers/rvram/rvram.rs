@@ -1,13 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! rvram: device-private VRAM of a GPU-like PCI device.
+//! rvram: VRAM of a GPU-like PCI device in process address spaces.
 //!
 //! The device is QEMU's `ivshmem-plain` (PCI 1af4:1110): its BAR2, a
 //! prefetchable memory BAR backed by host RAM, stands in for a GPU's VRAM.
-//! Each VRAM page is two pages for the kernel: a device-private page (a
-//! [`Pagemap`] over a free physical range), which is what process page
-//! tables point at while data lives in VRAM, and a P2PDMA page at the BAR
-//! address, the page a peer device can DMA to.
+//! Each GPU's VRAM is one of two kinds, chosen when it binds (the
+//! `coherent` module parameter):
+//!
+//! - device-private (the default): each VRAM page is two pages for the
+//!   kernel: a device-private page (a [`Pagemap`] over a free physical
+//!   range), which is what process page tables point at while data lives in
+//!   VRAM, and a P2PDMA page at the BAR address, the page a peer device can
+//!   DMA to;
+//! - device-coherent: the BAR itself is a device-coherent [`Pagemap`], which
+//!   the CPU maps cacheably, as a GPU with a coherent interconnect (or CXL
+//!   memory) would be. A CPU access does not migrate, and peers DMA-map the
+//!   pages like system memory, so there are no P2P aliases and no dma-buf
+//!   export.
 //!
 //! Each bound device gets an index `N`, a character device `/dev/rvramN`
 //! speaking the `lib/test_hmm` dmirror ioctl ABI, and a debugfs directory
@@ -21,8 +30,11 @@ use kernel::{
     io::Io,
     miscdevice::{MiscDeviceOptions, MiscDeviceRegistration},
     mm::{
-        migrate::{Eviction, MigrateVma, NewSystemFolio, Source},
-        pagemap::{DeviceFault, DeviceFolio, DevicePrivateOps, FaultError, Pagemap},
+        migrate::{Eviction, MigrateVma, NewSystemFolio, Select, Source},
+        pagemap::{
+            Coherent, DeviceFault, DeviceFolio, DevicePrivateOps, FaultError, NewFolio, Owner,
+            Pagemap, PagemapOps, Private,
+        },
     },
     page::PAGE_SIZE,
     pci,
@@ -56,6 +68,8 @@ const NAMES: [&CStr; 8] = [
 struct Registry {
     root: Option<Dir>,
     gpus: [Option<Arc<Gpu>>; NAMES.len()],
+    /// Bit `i` is set while a probe holds index `i` ([`Slot`]).
+    probing: u32,
 }
 
 kernel::sync::global_lock! {
@@ -63,7 +77,47 @@ kernel::sync::global_lock! {
     unsafe(uninit) static REGISTRY: Mutex<Registry> = Registry {
         root: None,
         gpus: [const { None }; NAMES.len()],
+        probing: 0,
     };
+}
+
+/// A device index held by a probe until its GPU is registered: the index
+/// decides the GPU's memory kind (the `coherent` parameter), so it is taken
+/// before the VRAM is set up.
+struct Slot(usize);
+
+impl Slot {
+    fn take(pdev: &pci::Device<Bound>) -> Result<Self> {
+        let mut reg = REGISTRY.lock();
+        let probing = reg.probing;
+        let index = (0..NAMES.len())
+            .find(|&i| reg.gpus[i].is_none() && probing & (1 << i) == 0)
+            .ok_or_else(|| {
+                dev_err!(pdev, "more than {} devices\n", NAMES.len());
+                EBUSY
+            })?;
+        reg.probing |= 1 << index;
+        Ok(Slot(index))
+    }
+
+    /// Whether the `coherent` module parameter makes this GPU's VRAM
+    /// device-coherent.
+    fn coherent(&self) -> bool {
+        module_parameters::coherent.value() & (1 << self.0) != 0
+    }
+
+    /// Registers `gpu` under this index.
+    fn register(self, reg: &mut Registry, gpu: Arc<Gpu>) {
+        reg.gpus[self.0] = Some(gpu);
+        reg.probing &= !(1 << self.0);
+        core::mem::forget(self);
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        REGISTRY.lock().probing &= !(1 << self.0);
+    }
 }
 
 /// The GPU of a character device name (`rvramN`), if bound.
@@ -163,9 +217,13 @@ impl VramPages {
     }
 }
 
-impl DevicePrivateOps for VramPages {
-    fn folio_free(_pm: &Pagemap<Self>, _folio: &DeviceFolio<Self>) {}
+impl PagemapOps for VramPages {
+    type Kind = Private;
 
+    fn folio_free(_pm: &Pagemap<Self>, _folio: &DeviceFolio<Self>) {}
+}
+
+impl DevicePrivateOps for VramPages {
     fn dma_alias(pm: &Pagemap<Self>, folio: &DeviceFolio<Self>) -> Result<usize> {
         let data = pm.data();
         let pfn = vram::alias_pfn(data.p2p_pfn, pm.nr_pages(), folio.index(), folio.nr_pages())?;
@@ -218,6 +276,150 @@ impl VramPages {
     }
 }
 
+/// The owner side of rvram's device-coherent pages: the CPU reaches them
+/// through the kernel's linear map, so only counters are left.
+struct CoherentPages {
+    stats: Stats,
+}
+
+impl PagemapOps for CoherentPages {
+    type Kind = Coherent;
+
+    fn folio_free(_pm: &Pagemap<Self>, _folio: &DeviceFolio<Self>) {}
+}
+
+/// What rvram does with VRAM pages of either kind: migrations and device
+/// accesses are written once against this trait.
+pub(crate) trait VramKind: PagemapOps {
+    /// The device pages of this kind a migration to system memory collects.
+    const SELECT: Select;
+
+    /// The GPU's event counters.
+    fn stats(&self) -> &Stats;
+
+    /// Fills page `p` of `dst`, a new VRAM folio, with `src` (one page), or
+    /// with zeroes for `None`.
+    fn fill(
+        pm: &Pagemap<Self>,
+        dst: &mut NewFolio<'_, Self>,
+        p: usize,
+        src: Option<&[u8]>,
+    ) -> Result;
+
+    /// Copies page `p` of the VRAM folio `src` into `dst` (one page).
+    fn read(pm: &Pagemap<Self>, src: &DeviceFolio<Self>, p: usize, dst: &mut [u8]) -> Result;
+
+    /// Copies the VRAM folio `src` into `dst`, a system folio of its order.
+    fn copy_out(pm: &Pagemap<Self>, src: &DeviceFolio<Self>, dst: &mut NewSystemFolio) -> Result {
+        for p in 0..dst.nr_pages() {
+            dst.with_page_mut(p, |b| Self::read(pm, src, p, b))??;
+        }
+        Ok(())
+    }
+}
+
+impl VramKind for VramPages {
+    const SELECT: Select = Select::DEVICE_PRIVATE;
+
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    fn fill(
+        pm: &Pagemap<Self>,
+        dst: &mut NewFolio<'_, Self>,
+        p: usize,
+        src: Option<&[u8]>,
+    ) -> Result {
+        let index = dst.index().checked_add(p).ok_or(EINVAL)?;
+        match src {
+            Some(b) => pm.data().write_page(index, b),
+            None => pm.data().zero_page(index),
+        }
+    }
+
+    fn read(pm: &Pagemap<Self>, src: &DeviceFolio<Self>, p: usize, dst: &mut [u8]) -> Result {
+        pm.data()
+            .read_page(src.index().checked_add(p).ok_or(EINVAL)?, dst)
+    }
+
+    fn copy_out(pm: &Pagemap<Self>, src: &DeviceFolio<Self>, dst: &mut NewSystemFolio) -> Result {
+        pm.data().read_pages(src.index(), dst)
+    }
+}
+
+impl VramKind for CoherentPages {
+    const SELECT: Select = Select::DEVICE_COHERENT;
+
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    fn fill(
+        _pm: &Pagemap<Self>,
+        dst: &mut NewFolio<'_, Self>,
+        p: usize,
+        src: Option<&[u8]>,
+    ) -> Result {
+        dst.with_page_mut(p, |d| match src {
+            Some(b) => d.copy_from_slice(b),
+            None => d.fill(0),
+        })
+    }
+
+    fn read(_pm: &Pagemap<Self>, src: &DeviceFolio<Self>, p: usize, dst: &mut [u8]) -> Result {
+        src.with_page(p, |b| dst.copy_from_slice(b))
+    }
+}
+
+/// A GPU's VRAM, as the pagemap of its kind.
+pub(crate) enum Vram {
+    /// Device-private memory with P2PDMA aliases.
+    Private(Pin<KBox<Pagemap<VramPages>>>),
+    /// Device-coherent memory over the BAR.
+    Coherent(Pin<KBox<Pagemap<CoherentPages>>>),
+}
+
+/// Runs `$body` with `$pm` bound to the GPU's pagemap, whatever its kind
+/// (the body is compiled for each kind).
+macro_rules! with_vram {
+    ($vram:expr, $pm:ident => $body:expr) => {
+        match $vram {
+            $crate::Vram::Private(pm) => {
+                let $pm = &**pm;
+                $body
+            }
+            $crate::Vram::Coherent(pm) => {
+                let $pm = &**pm;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_vram;
+
+impl Vram {
+    fn owner(&self) -> Owner {
+        with_vram!(self, pm => pm.owner())
+    }
+
+    fn stats(&self) -> &Stats {
+        with_vram!(self, pm => pm.data().stats())
+    }
+
+    fn nr_pages(&self) -> usize {
+        with_vram!(self, pm => pm.nr_pages())
+    }
+
+    fn nr_used(&self) -> usize {
+        with_vram!(self, pm => pm.nr_used())
+    }
+
+    fn first_pfn(&self) -> usize {
+        with_vram!(self, pm => pm.pfn_range().start)
+    }
+}
+
 /// Copies `dst.len()` bytes of VRAM at byte `offset` into `dst` (8-byte
 /// aligned, a multiple of 8 bytes long) with 64-bit reads.
 fn copy_from_vram(bar: &pci::Bar<'_>, offset: usize, dst: &mut [u8]) -> Result {
@@ -236,9 +438,10 @@ struct Gpu {
     index: usize,
     /// The PCI device, as the client named in alias faults.
     dev: ARef<device::Device>,
-    pages: Pin<KBox<Pagemap<VramPages>>>,
-    /// Exports VRAM buffer objects (`ENODEV` once unbound).
-    exports: pci::ExportHandle,
+    vram: Vram,
+    /// Exports VRAM buffer objects (`ENODEV` once unbound); device-private
+    /// VRAM only.
+    exports: Option<pci::ExportHandle>,
     /// Serialises migrations into VRAM against unbind; `true` once unbound.
     #[pin]
     ops: Mutex<bool>,
@@ -251,7 +454,10 @@ impl Gpu {
 
     /// Moves every page out of VRAM; `EBUSY` if some stay pinned.
     fn evict_all(&self) -> Result<usize> {
-        let pm = &*self.pages;
+        with_vram!(&self.vram, pm => Self::evict_pagemap(pm))
+    }
+
+    fn evict_pagemap<T: VramKind>(pm: &Pagemap<T>) -> Result<usize> {
         let mut total = 0;
         for _ in 0..100 {
             if pm.nr_used() == 0 {
@@ -262,14 +468,14 @@ impl Gpu {
                 let Some((folio, _)) = ev.source(i) else {
                     continue;
                 };
-                let (index, order) = (folio.index(), folio.order());
-                let mut new = NewSystemFolio::alloc(order)?;
-                pm.data().read_pages(index, &mut new)?;
+                let mut new = NewSystemFolio::alloc(folio.order())?;
+                T::copy_out(pm, folio, &mut new)?;
                 ev.set_system(i, new)?;
             }
             let n = ev.finish();
-            pm.data().stats.evicted.fetch_add(n as u64, Relaxed);
-            pm.data().stats.pages_to_ram.fetch_add(n as u64, Relaxed);
+            let stats = pm.data().stats();
+            stats.evicted.fetch_add(n as u64, Relaxed);
+            stats.pages_to_ram.fetch_add(n as u64, Relaxed);
             total += n;
             if pm.nr_used() != 0 {
                 fsleep(Delta::from_millis(10));
@@ -285,20 +491,22 @@ struct Rvram<'bound> {
     pdev: &'bound pci::Device<Bound>,
     gpu: Arc<Gpu>,
     /// Exports VRAM buffer objects as dma-bufs; dropped (which revokes
-    /// them) before the P2PDMA memory below is freed.
-    exporter: pci::BarExporter<'bound>,
+    /// them) before the P2PDMA memory below is freed. Device-private VRAM
+    /// only.
+    exporter: Option<pci::BarExporter<'bound>>,
     /// All of BAR2 as P2PDMA memory, reserved so that the P2PDMA pool never
     /// hands VRAM to anyone else: VRAM page `i` is P2PDMA page `p2p.pfn() + i`.
-    p2p: pci::P2pMem<'bound>,
+    /// Device-private VRAM only: the BAR cannot be both.
+    p2p: Option<pci::P2pMem<'bound>>,
     #[pin]
     misc: MiscDeviceRegistration<DmirrorFile>,
     dir: Dir,
     #[pin]
     vram_size: File<u64>,
+    /// `device_private_pfn` or `device_coherent_pfn`.
     #[pin]
-    private_pfn: File<u64>,
-    #[pin]
-    p2p_pfn: File<u64>,
+    first_pfn: File<u64>,
+    p2p_pfn: Option<Pin<KBox<File<u64>>>>,
     #[pin]
     stats: File<Arc<Gpu>>,
 }
@@ -320,11 +528,39 @@ fn probe_vram(vram: &pci::Bar<'_>, layout: &VramLayout) -> Result {
     Ok(())
 }
 
+/// Checks that the first page of device-coherent VRAM holds what the CPU
+/// writes to it through the linear map, and leaves it zeroed.
+fn probe_coherent(pm: &Pagemap<CoherentPages>) -> Result {
+    let mut page = pm.alloc_folio(0)?;
+    let pattern = 0x5256_5241_4d30_a55a_u64.to_ne_bytes();
+    page.with_page_mut(0, |b| {
+        for (i, c) in b.chunks_mut(8).enumerate() {
+            c.copy_from_slice(&pattern);
+            c[0] ^= i as u8;
+        }
+    })?;
+    let ok = page.with_page(0, |b| {
+        b.chunks(8)
+            .enumerate()
+            .all(|(i, c)| c[0] == pattern[0] ^ i as u8 && c[1..] == pattern[1..])
+    })?;
+    page.with_page_mut(0, |b| b.fill(0))?;
+    if ok {
+        Ok(())
+    } else {
+        Err(EIO)
+    }
+}
+
 fn show_stats(gpu: &Arc<Gpu>, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-    let pm = &*gpu.pages;
-    let s = &pm.data().stats;
-    writeln!(f, "pages_total {}", pm.nr_pages())?;
-    writeln!(f, "pages_resident {}", pm.nr_used())?;
+    let v = &gpu.vram;
+    let s = v.stats();
+    let reserved = match v {
+        Vram::Private(pm) => pm.nr_reserved(),
+        Vram::Coherent(_) => 0,
+    };
+    writeln!(f, "pages_total {}", v.nr_pages())?;
+    writeln!(f, "pages_resident {}", v.nr_used())?;
     writeln!(f, "migrated_to_vram {}", s.to_dev.load(Relaxed))?;
     writeln!(f, "migrated_to_ram {}", s.to_sys.load(Relaxed))?;
     writeln!(f, "cpu_faults {}", s.cpu_faults.load(Relaxed))?;
@@ -337,7 +573,7 @@ fn show_stats(gpu: &Arc<Gpu>, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Re
     writeln!(f, "fault_ns {}", s.fault_ns.load(Relaxed))?;
     writeln!(f, "dmabufs_exported {}", s.dmabufs.load(Relaxed))?;
     writeln!(f, "dmabufs_released {}", s.dmabufs_freed.load(Relaxed))?;
-    writeln!(f, "dmabuf_pages {}", pm.nr_reserved())
+    writeln!(f, "dmabuf_pages {}", reserved)
 }
 
 /// The device that names this GPU as an alias client.
@@ -347,6 +583,58 @@ fn client_dev(pdev: &pci::Device<Bound>) -> ARef<device::Device> {
 }
 
 struct RvramDriver;
+
+/// Device-private VRAM with its P2PDMA alias pages and dma-buf exporter.
+type PrivateVram<'bound> = (
+    Pin<KBox<Pagemap<VramPages>>>,
+    pci::BarExporter<'bound>,
+    pci::P2pMem<'bound>,
+);
+
+impl RvramDriver {
+    /// Maps BAR2, publishes it as P2PDMA memory and creates the
+    /// device-private pagemap whose pages stand for it.
+    fn probe_private<'bound>(
+        pdev: &'bound pci::Device<Bound>,
+        layout: &VramLayout,
+    ) -> Result<PrivateVram<'bound>> {
+        let vram = pdev.iomap_region(VRAM_BAR, c"rvram")?;
+        probe_vram(&vram, layout).inspect_err(|e| {
+            dev_err!(pdev, "VRAM read-back check failed: {e:?}\n");
+        })?;
+        pdev.p2pdma_add_resource(VRAM_BAR, 0, 0).inspect_err(|e| {
+            dev_err!(
+                pdev,
+                "cannot publish BAR{VRAM_BAR} as P2PDMA memory: {e:?}\n"
+            );
+        })?;
+        let exporter = pci::BarExporter::new(
+            pdev,
+            VRAM_BAR,
+            c"rvram",
+            kernel::module::this_module::<RvramModule>(),
+        )?;
+        let size = usize::try_from(layout.size())?;
+        let p2p = pdev.alloc_p2pmem(size)?;
+        if p2p.phys_addr() != pdev.resource_start(VRAM_BAR)? {
+            dev_err!(pdev, "P2PDMA pool does not start at BAR{VRAM_BAR}\n");
+            return Err(EIO);
+        }
+        let pages = KBox::pin_init(
+            Pagemap::new(
+                size,
+                None,
+                Ok::<_, Error>(VramPages {
+                    vram: vram.into_devres()?,
+                    p2p_pfn: p2p.pfn(),
+                    stats: Stats::new(),
+                }),
+            ),
+            GFP_KERNEL,
+        )?;
+        Ok((pages, exporter, p2p))
+    }
+}
 
 kernel::pci_device_table!(
     PCI_TABLE,
@@ -377,71 +665,70 @@ impl pci::Driver for RvramDriver {
                     "BAR{VRAM_BAR}: {len} bytes is not a VRAM size (2 MiB multiple, <= 64 GiB)\n"
                 );
             })?;
-            let vram = pdev.iomap_region(VRAM_BAR, c"rvram")?;
-            probe_vram(&vram, &layout).inspect_err(|e| {
-                dev_err!(pdev, "VRAM read-back check failed: {e:?}\n");
-            })?;
-            pdev.p2pdma_add_resource(VRAM_BAR, 0, 0).inspect_err(|e| {
-                dev_err!(
-                    pdev,
-                    "cannot publish BAR{VRAM_BAR} as P2PDMA memory: {e:?}\n"
-                );
-            })?;
-            let exporter = pci::BarExporter::new(
-                pdev,
-                VRAM_BAR,
-                c"rvram",
-                kernel::module::this_module::<RvramModule>(),
-            )?;
-            let exports = exporter.handle();
-            let size = usize::try_from(layout.size())?;
-            let p2p = pdev.alloc_p2pmem(size)?;
-            if p2p.phys_addr() != pdev.resource_start(VRAM_BAR)? {
-                dev_err!(pdev, "P2PDMA pool does not start at BAR{VRAM_BAR}\n");
-                return Err(EIO);
-            }
-            let pages = KBox::pin_init(
-                Pagemap::new(
-                    size,
-                    None,
-                    Ok::<_, Error>(VramPages {
-                        vram: vram.into_devres()?,
-                        p2p_pfn: p2p.pfn(),
-                        stats: Stats::new(),
-                    }),
-                ),
-                GFP_KERNEL,
-            )?;
-            let private_pfn = pages.pfn_range().start as u64;
-            let p2p_pfn = p2p.pfn() as u64;
-
-            let (index, gpu, dir) = {
-                let mut reg = REGISTRY.lock();
-                let index = reg.gpus.iter().position(Option::is_none).ok_or_else(|| {
-                    dev_err!(pdev, "more than {} devices\n", NAMES.len());
-                    EBUSY
+            let slot = Slot::take(pdev)?;
+            let coherent = slot.coherent();
+            let (vram, exporter, p2p) = if coherent {
+                let pages = KBox::pin_init(
+                    Pagemap::new_coherent(
+                        pdev,
+                        VRAM_BAR,
+                        None,
+                        Ok::<_, Error>(CoherentPages {
+                            stats: Stats::new(),
+                        }),
+                    ),
+                    GFP_KERNEL,
+                )
+                .inspect_err(|e| {
+                    dev_err!(
+                        pdev,
+                        "cannot map BAR{VRAM_BAR} as device-coherent memory: {e:?}\n"
+                    );
                 })?;
+                probe_coherent(&pages).inspect_err(|e| {
+                    dev_err!(pdev, "VRAM read-back check failed: {e:?}\n");
+                })?;
+                (Vram::Coherent(pages), None, None)
+            } else {
+                let (pages, exporter, p2p) = Self::probe_private(pdev, &layout)?;
+                (Vram::Private(pages), Some(exporter), Some(p2p))
+            };
+            let first_pfn = vram.first_pfn() as u64;
+            let p2p_pfn = p2p.as_ref().map(|p| p.pfn() as u64);
+            let exports = exporter.as_ref().map(|e| e.handle());
+            let index = slot.0;
+
+            let (gpu, dir) = {
+                let mut reg = REGISTRY.lock();
                 let gpu = Arc::pin_init(
                     try_pin_init!(Gpu {
                         index,
                         dev: client_dev(pdev),
-                        pages,
+                        vram,
                         exports,
                         ops <- new_mutex!(false),
                     }),
                     GFP_KERNEL,
                 )?;
                 let dir = reg.root.as_ref().ok_or(ENODEV)?.subdir(NAMES[index]);
-                reg.gpus[index] = Some(gpu.clone());
-                (index, gpu, dir)
+                slot.register(&mut reg, gpu.clone());
+                (gpu, dir)
             };
             dev_info!(
                 pdev,
-                "{}: {} MiB of VRAM in BAR{VRAM_BAR} ({} pages)\n",
+                "{}: {} MiB of VRAM in BAR{VRAM_BAR} ({} pages, device-{})\n",
                 NAMES[index].to_str()?,
                 layout.size() >> 20,
-                layout.pages()
+                layout.pages(),
+                if coherent { "coherent" } else { "private" }
             );
+            let p2p_file = match p2p_pfn {
+                Some(pfn) => Some(KBox::pin_init(
+                    dir.read_only_file(c"p2pdma_pfn", pfn),
+                    GFP_KERNEL,
+                )?),
+                None => None,
+            };
             let stats_gpu = gpu.clone();
             Ok(try_pin_init!(Rvram {
                 pdev,
@@ -451,8 +738,15 @@ impl pci::Driver for RvramDriver {
                 misc <- MiscDeviceRegistration::register(MiscDeviceOptions { name: NAMES[index] }),
                 dir: dir.clone(),
                 vram_size <- dir.read_only_file(c"vram_size", layout.size()),
-                private_pfn <- dir.read_only_file(c"device_private_pfn", private_pfn),
-                p2p_pfn <- dir.read_only_file(c"p2pdma_pfn", p2p_pfn),
+                first_pfn <- dir.read_only_file(
+                    if coherent {
+                        c"device_coherent_pfn"
+                    } else {
+                        c"device_private_pfn"
+                    },
+                    first_pfn
+                ),
+                p2p_pfn: p2p_file,
                 stats <- dir.read_callback_file(c"stats", stats_gpu, &show_stats),
             }))
         })
@@ -468,7 +762,9 @@ impl PinnedDrop for Rvram<'_> {
         *gpu.ops.lock() = true;
         // No new P2P aliases; eviction below invalidates every mirror that
         // holds one, before `p2p` (dropped after this) frees the BAR pages.
-        gpu.pages.revoke_aliases();
+        if let Vram::Private(pm) = &gpu.vram {
+            pm.revoke_aliases();
+        }
         // Data in VRAM goes back to system memory while the BAR is mapped.
         match gpu.evict_all() {
             Ok(n) => dev_info!(
@@ -479,7 +775,7 @@ impl PinnedDrop for Rvram<'_> {
             Err(e) => dev_err!(
                 self.pdev,
                 "eviction incomplete: {e:?}; {} pages stay pinned\n",
-                gpu.pages.nr_used()
+                gpu.vram.nr_used()
             ),
         }
     }
@@ -528,4 +824,10 @@ module! {
     description: "Device-private VRAM of an ivshmem-backed GPU model",
     license: "GPL v2",
     imports_ns: ["DMA_BUF"],
+    params: {
+        coherent: u32 {
+            default: 0,
+            description: "Bitmask: bit N makes rvramN's VRAM device-coherent memory",
+        },
+    },
 }
