@@ -81,7 +81,9 @@ export RVRAM_HMM_TESTS=$hmm_tests
 # plan 984-1185 s with its stress suite about 10 minutes of it): the limits
 # leave room for that.
 run_plan single --gpus 1 --vram 256 --timeout 1200
-run_plan dual --gpus 2 --vram 512,256 --dma-engines --timeout 1800
+# Four GPUs in the dual plan: hmm-tests' coherent variants run on rvram2
+# and rvram3 bound as device-coherent memory.
+run_plan dual --gpus 4 --vram 512,256,128,128 --dma-engines --timeout 1800
 run_plan alias --gpus 2 --far-gpus 1 --dma-engines --vram 256 --timeout 2700
 # The alias benchmark's smallest cell in the alias plan (debug kernel; make
 # bench has the non-debug numbers, every size): results/alias/bench-alias.{md,svg}.

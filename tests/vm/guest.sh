@@ -50,8 +50,11 @@ single)
 	;;
 dual)
 	expect kunit:rvram_vram kunit:rvram_dmirror rvram-probe-dual hmm-tests-rvram rvram-stress hmm-race-rvram
+	expect rvram-coherent
 	run_suite rvram-probe-dual "$T/rvram-probe.sh"
 	run_suite hmm-tests-rvram "$T/hmm-tests.sh" rvram
+	# rvram2 and rvram3 as device-coherent memory next to private GPUs.
+	run_suite rvram-coherent "$T/rvram-coherent.sh"
 	# Races with shadow copies, fork/COW, VRAM exhaustion, SIGKILL,
 	# fuzzing (about 4 minutes).
 	run_suite rvram-stress "$T/rvram-stress.sh"
@@ -62,6 +65,7 @@ alias)
 	# Two GPUs under the switch and one far GPU (tools/vm.sh --far-gpus 1),
 	# and two DMA engines (--dma-engines).
 	expect kunit:rvram_vram kunit:rvram_dmirror rvram-alias rdma-odp-ram rdma-odp-alias rdma-odp-migrate
+	expect rdma-odp-coherent
 	expect pyverbs-odp rdma-unbind rdma-fuzz odp-dma rdma-dmabuf
 	run_suite rvram-alias "$T/rvram-alias.sh"
 	# rdma-core's own ODP tests on rxe, with the series applied.
@@ -71,6 +75,8 @@ alias)
 	run_suite rdma-odp-ram "$T/rdma-odp.sh" ram
 	run_suite rdma-odp-alias "$T/rdma-odp.sh" alias
 	run_suite rdma-odp-migrate "$T/rdma-odp.sh" migrate
+	# The same on device-coherent VRAM: mapped as it is.
+	run_suite rdma-odp-coherent "$T/rdma-odp.sh" coherent
 	# The GPU unbinds under RDMA traffic through its aliases.
 	run_suite rdma-unbind "$T/rdma-unbind.sh"
 	# Random and hostile RDMA operations while the memory moves, is
@@ -146,10 +152,12 @@ race:*)
 	run_suite hmm-race-$provider "$T/hmm-race.sh" "$provider" "$seconds"
 	;;
 suite:*)
-	# One suite, for development: tools/vm.sh suite:rvram-unbind results/x
-	name=${plan#suite:}
+	# One suite, for development: tools/vm.sh suite:rvram-unbind results/x;
+	# arguments follow colons: suite:hmm-tests:rvram.
+	IFS=: read -r -a words <<< "${plan#suite:}"
+	name=${words[0]}
 	expect "$name"
-	run_suite "$name" "$T/$name.sh"
+	run_suite "$name" "$T/$name.sh" "${words[@]:1}"
 	;;
 *)
 	echo "guest.sh: unknown plan $plan" >&2

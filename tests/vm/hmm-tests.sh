@@ -5,7 +5,11 @@
 #
 #   hmm-tests.sh test_hmm     lib/test_hmm.ko, the C reference
 #   hmm-tests.sh rvram        rvram.ko on the emulated GPUs: /dev/hmm_dmirrorN
-#                             are pointed at /dev/rvramN
+#                             are pointed at /dev/rvramN. With four GPUs,
+#                             rvram2 and rvram3 bind as device-coherent
+#                             memory (coherent=0xc): hmm-tests' coherent
+#                             variants use hmm_dmirror2 and 3 (and device 0,
+#                             private, in the anon_write_child cases).
 #
 # Environment: RVRAM_KOBJ (kernel objects), RVRAM_HMM_TESTS (the binary),
 # RVRAM_HMM_ONLY (development: a comma-separated list of case names to run,
@@ -30,8 +34,11 @@ rvram)
 	set -- "$@" -T benchmark_thp_migration
 	echo "# excluded: benchmark_thp_migration (wall-clock bound)" >&2
 	[ -n "$only" ] && set --
-	insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" || exit 1
-	for n in 0 1; do
+	coherent=0
+	[ "${RVRAM_GPUS:-1}" -ge 4 ] && coherent=0xc
+	insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" coherent=$coherent || exit 1
+	echo "# rvram loaded with coherent=$coherent" >&2
+	for n in 0 1 2 3; do
 		[ -e /dev/rvram$n ] && ln -sf rvram$n /dev/hmm_dmirror$n
 	done
 	;;
@@ -64,6 +71,6 @@ timed() {
 }
 "$RVRAM_HMM_TESTS" "$@" | timed
 rc=${PIPESTATUS[0]}
-rm -f /dev/hmm_dmirror[01]
+rm -f /dev/hmm_dmirror[0-3]
 rmmod "$provider" || rc=1
 exit $rc

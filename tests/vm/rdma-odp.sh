@@ -7,6 +7,9 @@
 #                         nothing migrates
 #   rdma-odp.sh migrate   the same with ib_core.odp_p2p_alias=0: the
 #                         status quo, every touched page migrates
+#   rdma-odp.sh coherent  target in rvram0's VRAM bound as device-coherent
+#                         memory (rvram coherent=1): rxe maps the pages as
+#                         they are, no alias and no migration
 #
 # The alias run ends with the smallest cell of the alias benchmark
 # (rvram-rdma-test --bench: 4 MiB, 4 KiB pages, RAM / VRAM with aliases /
@@ -38,8 +41,10 @@ case $mode in
 ram)
 	"$bin" "${args[@]}" || rc=$?
 	;;
-alias | migrate)
-	insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" || exit 1
+alias | migrate | coherent)
+	coherent=0
+	[ "$mode" = coherent ] && coherent=1
+	insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" coherent=$coherent || exit 1
 	if [ "$mode" = migrate ]; then
 		echo 0 > "$param" || exit 1
 	else
@@ -62,7 +67,7 @@ alias | migrate)
 	rmmod rvram || rc=1
 	;;
 *)
-	echo "usage: $0 ram|alias|migrate" >&2
+	echo "usage: $0 ram|alias|migrate|coherent" >&2
 	exit 2
 	;;
 esac

@@ -86,6 +86,10 @@ pub enum Expect {
     /// Migrate them back to system RAM first: `migrated_to_ram` rises and
     /// `alias_grants` stays flat (`ib_core.odp_p2p_alias=0`).
     Migrate,
+    /// The GPU's VRAM is device-coherent (`rvram coherent=`): rxe maps
+    /// the pages like system memory, so neither counter moves and the
+    /// pages stay in VRAM.
+    Coherent,
 }
 
 impl fmt::Display for Expect {
@@ -93,6 +97,7 @@ impl fmt::Display for Expect {
         f.write_str(match self {
             Expect::Alias => "alias",
             Expect::Migrate => "migrate",
+            Expect::Coherent => "coherent",
         })
     }
 }
@@ -104,7 +109,10 @@ impl FromStr for Expect {
         match s {
             "alias" => Ok(Expect::Alias),
             "migrate" => Ok(Expect::Migrate),
-            _ => Err(format!("invalid --expect {s:?}: expected alias or migrate")),
+            "coherent" => Ok(Expect::Coherent),
+            _ => Err(format!(
+                "invalid --expect {s:?}: expected alias, migrate or coherent"
+            )),
         }
     }
 }
@@ -304,6 +312,9 @@ options:
                              the case touched still in VRAM
                      migrate move them to RAM first: migrated_to_ram up,
                              alias_grants flat
+                     coherent the GPU's VRAM is device-coherent: rxe maps
+                             the pages as they are, both counters flat,
+                             the touched pages still in VRAM
   --bench            with --vram, after the suite: what P2P aliases save, at
                      MTU 4096, for each size x page kind, with the target in
                      system RAM, in VRAM with aliases (odp_p2p_alias=1) and
@@ -702,6 +713,7 @@ mod tests {
         );
         assert_eq!(Expect::Migrate.to_string().parse(), Ok(Expect::Migrate));
         assert_eq!(Expect::Alias.to_string().parse(), Ok(Expect::Alias));
+        assert_eq!(Expect::Coherent.to_string().parse(), Ok(Expect::Coherent));
     }
 
     #[test]

@@ -486,6 +486,7 @@ impl<'c, 't, 'l> Run<'c, 't, 'l> {
             match v.expect {
                 Expect::Alias => "stayed in VRAM",
                 Expect::Migrate => "migrated to RAM",
+                Expect::Coherent => "stayed in coherent VRAM",
             }
         );
         let mut result = TestResult {
@@ -892,56 +893,54 @@ fn vram_verdict(
         passed = false;
         lines.push(line);
     };
-    match expect {
-        Expect::Alias => {
-            if delta.migrated_to_ram != 0 {
-                fail(format!(
-                    "migrated_to_ram changed by {:+} during the RDMA operations, want no change",
-                    delta.migrated_to_ram
-                ));
-            }
-            if delta.alias_grants <= 0 {
-                fail(format!(
-                    "alias_grants changed by {:+} during the RDMA operations, want an increase",
-                    delta.alias_grants
-                ));
-            }
-            if touched_bytes.len() != touched_count || touched_in_vram != touched_count {
-                let out: Vec<String> = touched
-                    .zip(
-                        touched_bytes
-                            .iter()
-                            .map(Some)
-                            .chain(std::iter::repeat(None)),
-                    )
-                    .filter(|(_, b)| !b.is_some_and(|&b| vram::in_vram(b)))
-                    .take(8)
-                    .map(|(page, b)| match b {
-                        Some(b) => format!("page {page} ({b:#04x})"),
-                        None => format!("page {page} (not in the snapshot)"),
-                    })
-                    .collect();
-                fail(format!(
-                    "{} of {touched_count} touched target pages left VRAM: {}",
-                    touched_count - touched_in_vram,
-                    out.join(", ")
-                ));
-            }
-        }
-        Expect::Migrate => {
-            if delta.migrated_to_ram <= 0 {
-                fail(format!(
-                    "migrated_to_ram changed by {:+} during the RDMA operations, want an increase",
-                    delta.migrated_to_ram
-                ));
-            }
-            if delta.alias_grants != 0 {
-                fail(format!(
-                    "alias_grants changed by {:+} during the RDMA operations, want no change",
-                    delta.alias_grants
-                ));
-            }
-        }
+    let want_flat = |name: &str, value: i64| {
+        (value != 0).then(|| {
+            format!("{name} changed by {value:+} during the RDMA operations, want no change")
+        })
+    };
+    let want_up = |name: &str, value: i64| {
+        (value <= 0).then(|| {
+            format!("{name} changed by {value:+} during the RDMA operations, want an increase")
+        })
+    };
+    let checks = match expect {
+        Expect::Alias => [
+            want_flat("migrated_to_ram", delta.migrated_to_ram),
+            want_up("alias_grants", delta.alias_grants),
+        ],
+        Expect::Migrate => [
+            want_up("migrated_to_ram", delta.migrated_to_ram),
+            want_flat("alias_grants", delta.alias_grants),
+        ],
+        // Coherent pages are mapped as they are: no alias, no migration.
+        Expect::Coherent => [
+            want_flat("migrated_to_ram", delta.migrated_to_ram),
+            want_flat("alias_grants", delta.alias_grants),
+        ],
+    };
+    checks.into_iter().flatten().for_each(&mut fail);
+    if expect != Expect::Migrate
+        && (touched_bytes.len() != touched_count || touched_in_vram != touched_count)
+    {
+        let out: Vec<String> = touched
+            .zip(
+                touched_bytes
+                    .iter()
+                    .map(Some)
+                    .chain(std::iter::repeat(None)),
+            )
+            .filter(|(_, b)| !b.is_some_and(|&b| vram::in_vram(b)))
+            .take(8)
+            .map(|(page, b)| match b {
+                Some(b) => format!("page {page} ({b:#04x})"),
+                None => format!("page {page} (not in the snapshot)"),
+            })
+            .collect();
+        fail(format!(
+            "{} of {touched_count} touched target pages left VRAM: {}",
+            touched_count - touched_in_vram,
+            out.join(", ")
+        ));
     }
     (passed, lines)
 }
@@ -1050,6 +1049,37 @@ mod tests {
         let (ok, lines) = vram_verdict(Expect::Migrate, &delta(0, 2), &snapshot, 0..=0);
         assert!(!ok);
         assert_eq!(lines.len(), 3, "{lines:?}");
+    }
+
+    #[test]
+    fn vram_verdict_coherent() {
+        // Device-coherent pages of this GPU (0x40), mapped writable.
+        let snapshot = [0x42u8; 4];
+        let (ok, lines) = vram_verdict(Expect::Coherent, &delta(0, 0), &snapshot, 0..=3);
+        assert!(ok, "{lines:?}");
+        assert_eq!(
+            lines,
+            ["vram: migrated_to_ram +0, alias_grants +0, resident 4/4, touched pages in VRAM 4/4"]
+        );
+        // Any alias grant or migration is a failure, as is a page that left.
+        let (ok, lines) = vram_verdict(Expect::Coherent, &delta(0, 1), &snapshot, 0..=3);
+        assert!(!ok);
+        assert!(lines[1].contains("alias_grants changed by +1"), "{lines:?}");
+        let (ok, lines) = vram_verdict(Expect::Coherent, &delta(1, 0), &snapshot, 0..=3);
+        assert!(!ok);
+        assert!(
+            lines[1].contains("migrated_to_ram changed by +1"),
+            "{lines:?}"
+        );
+        let (ok, lines) = vram_verdict(Expect::Coherent, &delta(0, 0), &[0x42, 0x02], 0..=1);
+        assert!(!ok);
+        assert_eq!(
+            lines[1],
+            "1 of 2 touched target pages left VRAM: page 1 (0x02)"
+        );
+        // Another GPU's coherent VRAM (0x50) is not ours.
+        let (ok, _) = vram_verdict(Expect::Coherent, &delta(0, 0), &[0x52], 0..=0);
+        assert!(!ok);
     }
 
     /// VRAM mode with a device that is not rvram fails setup without

@@ -256,6 +256,7 @@ impl<'a> Case<'a> {
         let ok = match self.expect {
             Expect::Alias => delta.alias_grants > 0 && delta.migrated_to_ram == 0 && n == PAGES,
             Expect::Migrate => delta.migrated_to_ram > 0 && delta.alias_grants == 0 && n == 0,
+            Expect::Coherent => delta.migrated_to_ram == 0 && delta.alias_grants == 0 && n == PAGES,
         };
         if ok {
             Ok(vec![note])

@@ -65,13 +65,20 @@ pub const SNAPSHOT: u32 = iowr(b'H', 0x04, std::mem::size_of::<DmirrorCmd>());
 pub const SNAP_DEV_PRIVATE_LOCAL: u8 = 0x20;
 /// SNAPSHOT byte, high nibble: a device-private page of another GPU.
 pub const SNAP_DEV_PRIVATE_REMOTE: u8 = 0x30;
+/// SNAPSHOT byte, high nibble: a device-coherent page of this GPU, i.e.
+/// resident in its VRAM (rvram's `coherent` module parameter).
+pub const SNAP_DEV_COHERENT_LOCAL: u8 = 0x40;
 
 /// SNAPSHOT byte flag: the page is mapped by a PMD (part of a 2 MiB folio).
 pub const SNAP_PMD: u8 = 0x04;
 
-/// Whether a SNAPSHOT byte says the page is in this GPU's VRAM.
+/// Whether a SNAPSHOT byte says the page is in this GPU's VRAM, as a
+/// device-private or a device-coherent page.
 pub fn in_vram(snapshot_byte: u8) -> bool {
-    snapshot_byte & 0xf0 == SNAP_DEV_PRIVATE_LOCAL
+    matches!(
+        snapshot_byte & 0xf0,
+        SNAP_DEV_PRIVATE_LOCAL | SNAP_DEV_COHERENT_LOCAL
+    )
 }
 
 /// Pages MIGRATE_TO_DEV moves per command: 2 MiB, so the read-back buffer

@@ -1,0 +1,74 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Device-coherent VRAM: rvram2 and rvram3 bind as device-coherent memory
+# (coherent=0xc) next to device-private rvram0 and rvram1; the BAR itself
+# is the pagemap; CPU and device share the pages without migrating them;
+# a rebind while a file still holds the old pagemap fails cleanly.
+# Environment: RVRAM_TOP, RVRAM_GUEST_BIN, RVRAM_GPUS (4).
+set -u
+. "$(dirname "$0")/tap.sh"
+
+MOD=$RVRAM_TOP/drivers/rvram/rvram.ko
+DRV=/sys/bus/pci/drivers/rvram
+DBG=/sys/kernel/debug/rvram
+mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
+
+if [ "${RVRAM_GPUS:-1}" -lt 4 ]; then
+	tap_skip "device-coherent VRAM" "needs 4 GPUs, the guest has ${RVRAM_GPUS:-1}"
+	tap_done
+	exit 0
+fi
+
+# The kernel log since this suite started (not cleared: the harness reads
+# the boot's KUnit results from it).
+since=$(dmesg | wc -l)
+log() { dmesg | tail -n +$((since + 1)); }
+
+# The PCI address of rvramN, from its latest probe line.
+pci_of() {
+	log | sed -n "s/.* \([0-9a-f]\{4\}:[0-9a-f:.]*\): $1: .* MiB of VRAM.*/\1/p" | tail -1
+}
+
+tap_check "insmod rvram.ko coherent=0xc" insmod "$MOD" coherent=0xc
+for n in 0 1; do
+	tap_check "rvram$n is device-private" grep -q "rvram$n: .*, device-private)" <(log)
+	tap_check "rvram$n has P2PDMA alias pages" test -e "$DBG/rvram$n/p2pdma_pfn"
+done
+for n in 2 3; do
+	tap_check "rvram$n is device-coherent" grep -q "rvram$n: .*, device-coherent)" <(log)
+	tap_check "rvram$n has no P2PDMA pages" test ! -e "$DBG/rvram$n/p2pdma_pfn"
+	pci=$(pci_of rvram$n)
+	bar=$(sed -n 3p "/sys/bus/pci/devices/$pci/resource" | cut -d' ' -f1)
+	tap_eq "rvram$n: the pagemap is BAR2 itself" "$((bar >> 12))" \
+		"$(cat "$DBG/rvram$n/device_coherent_pfn" 2>/dev/null)"
+	tap_check "rvram$n: BAR2 is claimed as device-coherent in iomem" \
+		grep -qi "^ *0*$(printf '%x' $((bar)))-.*: device-coherent" /proc/iomem
+done
+tap_eq "P2PDMA memory registered for the private GPUs only" 2 \
+	"$(log | grep -c 'added peer-to-peer DMA memory')"
+
+out=$("$RVRAM_GUEST_BIN/rvram-coherent" /dev/rvram2)
+tap_relay "rvram2: " "$out"
+
+# Unbind while a file holds the GPU: the pages are evicted, the pagemap
+# (and its claim on the BAR) lives until the file is closed, and a bind
+# meanwhile fails with a log line instead of mapping the BAR twice.
+pci=$(pci_of rvram2)
+exec 3<> /dev/rvram2
+echo "$pci" > "$DRV/unbind"
+tap_check "unbind rvram2 with a file open" test ! -e "$DRV/$pci"
+echo "$pci" > "$DRV/bind" 2> /dev/null
+tap_check "bind while the old pagemap is held fails" test ! -e "$DRV/$pci"
+tap_check "... with a log line" grep -q "$pci: cannot map BAR2 as device-coherent memory" <(log)
+tap_check "... and EBUSY" grep -q "$pci: probe with driver rvram failed with error -16" <(log)
+exec 3>&-
+echo "$pci" > "$DRV/bind"
+tap_check "bind after the file is closed" test -e "$DRV/$pci"
+tap_check "rvram2 is device-coherent again" \
+	test "$(log | grep -c 'rvram2: .*, device-coherent)')" -eq 2
+out=$("$RVRAM_GUEST_BIN/rvram-coherent" /dev/rvram2)
+tap_relay "rvram2 after rebind: " "$out"
+
+tap_check "rmmod rvram" rmmod rvram
+tap_check "BAR2 is released on rmmod" test "$(grep -ci 'device-coherent' /proc/iomem)" -eq 0
+tap_done

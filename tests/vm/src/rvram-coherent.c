@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Device-coherent VRAM (rvram coherent=): process memory migrated into it
+ * is mapped by the CPU as it is. CPU reads and writes do not migrate it,
+ * the device sees the CPU's writes and the CPU the device's, migration
+ * back to system memory moves every page, and buffer objects are refused.
+ *
+ *   rvram-coherent /dev/rvramN
+ *
+ * N must be a device-coherent GPU. Prints TAP.
+ */
+#include <sys/mman.h>
+
+#include "dmirror.h"
+
+/* SNAPSHOT: a device-coherent page of this GPU. */
+#define PROT_DEV_COHERENT_LOCAL 0x40
+/* RVRAM_IOCTL_ALLOC_DMABUF (include/uapi/misc/rvram.h). */
+struct rvram_alloc_dmabuf {
+	uint64_t size;
+	uint32_t flags;
+	int32_t fd;
+};
+#define RVRAM_IOCTL_ALLOC_DMABUF _IOWR('R', 0x00, struct rvram_alloc_dmabuf)
+
+static int n, failed;
+
+static void check(int ok, const char *what)
+{
+	printf("%sok %d %s\n", ok ? "" : "not ", ++n, what);
+	if (!ok)
+		failed++;
+}
+
+/* The value of counter NAME in the GPU's debugfs stats, or -1. */
+static long long counter(const char *path, const char *name)
+{
+	char line[128];
+	long long v = -1;
+	size_t len = strlen(name);
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, name, len) && line[len] == ' ')
+			v = atoll(line + len + 1);
+	fclose(f);
+	return v;
+}
+
+static unsigned char pattern(size_t i, unsigned int seed)
+{
+	return (unsigned char)(i * 7 + i / PAGE + seed);
+}
+
+/* How many bytes of BUF differ from PATTERN(., SEED). */
+static size_t mismatches(const unsigned char *buf, size_t size, unsigned int seed)
+{
+	size_t i, bad = 0;
+
+	for (i = 0; i < size; i++)
+		bad += buf[i] != pattern(i, seed);
+	return bad;
+}
+
+/* How many pages SNAPSHOT reports as this GPU's writable coherent pages. */
+static size_t coherent_pages(int fd, unsigned char *buf, unsigned char *snap, size_t npages)
+{
+	struct hmm_dmirror_cmd cmd = {
+		.addr = (uintptr_t)buf, .ptr = (uintptr_t)snap, .npages = npages,
+	};
+	size_t i, local = 0;
+
+	if (ioctl(fd, HMM_DMIRROR_SNAPSHOT, &cmd))
+		return 0;
+	for (i = 0; i < npages; i++)
+		local += (snap[i] & 0xf0) == PROT_DEV_COHERENT_LOCAL &&
+			 (snap[i] & HMM_DMIRROR_PROT_WRITE);
+	return local;
+}
+
+int main(int argc, char **argv)
+{
+	const size_t npages = 1024, size = npages * PAGE;
+	struct rvram_alloc_dmabuf bo = { .size = PAGE, .fd = -1 };
+	struct hmm_dmirror_cmd cmd = { 0 };
+	unsigned char *buf, *mirror, *snap;
+	long long faults, to_ram, resident;
+	char stats[128], what[160];
+	size_t i;
+	int fd, r;
+
+	if (argc != 2 || strncmp(argv[1], "/dev/", 5)) {
+		fprintf(stderr, "usage: %s /dev/rvramN\n", argv[0]);
+		return 2;
+	}
+	snprintf(stats, sizeof(stats), "/sys/kernel/debug/rvram/%s/stats", argv[1] + 5);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	printf("TAP version 13\n");
+	fd = open(argv[1], O_RDWR);
+	check(fd >= 0, "open the GPU");
+	if (fd < 0)
+		return 1;
+
+	r = ioctl(fd, RVRAM_IOCTL_ALLOC_DMABUF, &bo);
+	check(r == -1 && errno == EOPNOTSUPP,
+	      "a buffer object of coherent VRAM: EOPNOTSUPP (the BAR is not P2PDMA memory)");
+
+	/* 4 KiB pages: the snapshot then reports every page on its own. */
+	buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	mirror = malloc(size);
+	snap = malloc(npages);
+	if (buf == MAP_FAILED || !mirror || !snap)
+		return 1;
+	madvise(buf, size, MADV_NOHUGEPAGE);
+	for (i = 0; i < size; i++)
+		buf[i] = pattern(i, 0);
+	resident = counter(stats, "pages_resident");
+
+	cmd.addr = (uintptr_t)buf;
+	cmd.ptr = (uintptr_t)mirror;
+	cmd.npages = npages;
+	r = ioctl(fd, HMM_DMIRROR_MIGRATE_TO_DEV, &cmd);
+	check(r == 0 && cmd.cpages == npages, "MIGRATE_TO_DEV of 4 MiB");
+	check(mismatches(mirror, size, 0) == 0, "the device read back what the CPU wrote");
+	check(coherent_pages(fd, buf, snap, npages) == npages,
+	      "SNAPSHOT: every page is a writable device-coherent page of this GPU (0x42)");
+	snprintf(what, sizeof(what), "pages_resident rose by %zu", npages);
+	check(counter(stats, "pages_resident") == resident + (long long)npages, what);
+
+	faults = counter(stats, "cpu_faults");
+	to_ram = counter(stats, "migrated_to_ram");
+	check(mismatches(buf, size, 0) == 0, "the CPU reads the data in VRAM");
+	for (i = 0; i < size; i++)
+		buf[i] = pattern(i, 1);
+	check(counter(stats, "cpu_faults") == faults && counter(stats, "migrated_to_ram") == to_ram,
+	      "CPU reads and writes did not fault or migrate (cpu_faults, migrated_to_ram flat)");
+	check(coherent_pages(fd, buf, snap, npages) == npages,
+	      "after CPU access every page is still in VRAM");
+
+	cmd.ptr = (uintptr_t)mirror;
+	memset(mirror, 0, size);
+	r = ioctl(fd, HMM_DMIRROR_READ, &cmd);
+	check(r == 0 && mismatches(mirror, size, 1) == 0, "the device reads what the CPU wrote");
+	for (i = 0; i < size; i++)
+		mirror[i] = pattern(i, 2);
+	r = ioctl(fd, HMM_DMIRROR_WRITE, &cmd);
+	check(r == 0 && mismatches(buf, size, 2) == 0, "the CPU reads what the device wrote");
+	check(coherent_pages(fd, buf, snap, npages) == npages,
+	      "after device access every page is still in VRAM");
+
+	cmd.ptr = 0;
+	r = ioctl(fd, HMM_DMIRROR_MIGRATE_TO_SYS, &cmd);
+	check(r == 0 && cmd.cpages == npages, "MIGRATE_TO_SYS moves all 1024 pages");
+	check(coherent_pages(fd, buf, snap, npages) == 0, "SNAPSHOT: no page is in VRAM");
+	check(counter(stats, "pages_resident") == resident, "pages_resident is back");
+	check(mismatches(buf, size, 2) == 0, "data intact in system memory");
+
+	munmap(buf, size);
+	close(fd);
+	printf("1..%d\n", n);
+	return failed ? 1 : 0;
+}
