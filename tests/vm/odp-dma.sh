@@ -4,7 +4,8 @@
 # dma-buf MRs over VRAM buffer objects (src/rvram-dmabuf-test.c): the
 # odp_dma test NIC (tests/odp-dma/) on two QEMU edu devices, one under the
 # GPUs' PCIe switch and one behind its own root port on the host bridge
-# (tools/vm.sh --dma-engines), DMAs into an ODP MR over rvram VRAM. Each
+# (tools/vm.sh --dma-engines), DMAs into an ODP MR over rvram VRAM, with
+# P2P aliases, then with the VRAM bound as device-coherent memory. Each
 # is a registered IB device while the module is loaded.
 set -u
 . "$(dirname "$0")/tap.sh"
@@ -58,5 +59,14 @@ grep -h "$bar-" /sys/kernel/debug/x86/pat_memtype_list 2>/dev/null | sed 's/^/# 
 tap_check "rmmod odp_dma" rmmod odp_dma
 tap_eq "its IB devices are unregistered" "" \
 	"$(ls -d /sys/bus/pci/devices/{"${pci[odp_dma$near]}","${pci[odp_dma$far]}"}/infiniband 2>/dev/null)"
+tap_check "rmmod rvram" rmmod rvram
+# The same NICs over device-coherent VRAM: mapped as memory, no alias.
+tap_check "insmod rvram.ko coherent=1" insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" coherent=1
+tap_check "insmod odp_dma again" insmod "$RVRAM_TOP/tests/odp-dma/odp_dma.ko"
+out=$("$RVRAM_GUEST_BIN/odp-dma-test" 0 "${pci[rvram0]}" "$near" "$far" coherent)
+rc=$?
+tap_relay "" "$out"
+tap_eq "odp-dma-test coherent exited cleanly" 0 "$rc"
+tap_check "rmmod odp_dma" rmmod odp_dma
 tap_check "rmmod rvram" rmmod rvram
 tap_done

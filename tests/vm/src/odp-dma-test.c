@@ -6,9 +6,14 @@
  *
  *   odp-dma-test OWNER OWNER_PCI NEAR FAR
  *
+ *   odp-dma-test OWNER OWNER_PCI NEAR FAR coherent
+ *
  * OWNER is the rvram index of the GPU, OWNER_PCI its PCI address; NEAR is
  * the odp_dma index of the engine under the GPU's PCIe switch, FAR the one
- * behind its own root port on the q35 host bridge (P2P impossible).
+ * behind its own root port on the q35 host bridge (P2P impossible). With
+ * "coherent", the GPU's VRAM is device-coherent (rvram coherent=): the NIC
+ * maps its pages as they are, through the DMA API like system memory, at
+ * their BAR addresses, with no alias and no migration.
  *
  * Every transfer is checked byte for byte against a shadow copy; where the
  * NIC reaches each page is read back from the NIC's translation table
@@ -39,6 +44,7 @@ struct hmm_dmirror_cmd {
 #define HMM_DMIRROR_MIGRATE_TO_SYS _IOWR('H', 0x03, struct hmm_dmirror_cmd)
 #define HMM_DMIRROR_SNAPSHOT _IOWR('H', 0x04, struct hmm_dmirror_cmd)
 #define PROT_DEV_PRIVATE_LOCAL 0x20
+#define PROT_DEV_COHERENT_LOCAL 0x40
 #define PROT_PMD 0x04
 
 #define PAGE 4096UL
@@ -131,7 +137,8 @@ static size_t resident(void *buf, size_t npages, size_t *pmd)
 		return 0;
 	}
 	for (i = 0; i < npages; i++) {
-		r += (snap[i] & 0xf0) == PROT_DEV_PRIVATE_LOCAL;
+		r += (snap[i] & 0xf0) == PROT_DEV_PRIVATE_LOCAL ||
+		     (snap[i] & 0xf0) == PROT_DEV_COHERENT_LOCAL;
 		*pmd += !!(snap[i] & PROT_PMD);
 	}
 	free(snap);
@@ -308,13 +315,19 @@ static int pages_of(const struct piece *p, int np)
 	return pages;
 }
 
+/* How a round expects the NIC to reach the VRAM pages. */
+enum expect {
+	MIGRATE,	/* core migrates them to system RAM first */
+	BUS,		/* P2P aliases at PCI bus addresses in BAR2 */
+	COHERENT,	/* device-coherent pages mapped as RAM, at their BAR address */
+};
+
 /*
  * One round: the NIC dev writes the pieces of an MR over a VRAM buffer and
- * reads them back. expect_bus: through aliases at bus addresses in BAR2,
- * with no migration; else through migration to system RAM.
+ * reads them back; expect says how the NIC must reach the pages.
  */
 static void round_trip(const char *what, int dev, size_t npages, int thp,
-		       const struct piece *p, int np, int expect_bus)
+		       const struct piece *p, int np, enum expect expect)
 {
 	unsigned char *shadow, *buf = vram_buffer(npages, thp, 11 + n, &shadow);
 	long long to_ram, grants;
@@ -336,7 +349,7 @@ static void round_trip(const char *what, int dev, size_t npages, int thp,
 	bad = read_pages(dev, mr, buf, shadow, p, np);
 	check(bad == 0, "%s: the DMA engine read back %d pages, %ld bytes wrong", what, pages, bad);
 	b = nic_stats(dev);
-	where(dev, mr, buf, p, np, expect_bus ? ODP_DMA_MAP_BUS : ODP_DMA_MAP_RAM,
+	where(dev, mr, buf, p, np, expect == BUS ? ODP_DMA_MAP_BUS : ODP_DMA_MAP_RAM,
 	      &typed, &in_bar, &alias);
 	res = resident(buf, npages, &pmd);
 	printf("# %s: rvram pages_to_ram +%lld, alias_grants +%lld; NIC faults +%llu, "
@@ -348,7 +361,19 @@ static void round_trip(const char *what, int dev, size_t npages, int thp,
 	       (unsigned long long)(b.map_ram - a.map_ram),
 	       (unsigned long long)(b.map_alias - a.map_alias),
 	       (unsigned long long)(b.dma_ops - a.dma_ops));
-	if (expect_bus) {
+	if (expect == COHERENT) {
+		check(typed == pages && in_bar == pages && alias == 0,
+		      "%s: %d/%d pages mapped as memory at their address in rvram%d's BAR2, %d aliases",
+		      what, in_bar, pages, owner, alias);
+		check(stat_of("pages_to_ram") == to_ram && stat_of("alias_grants") == grants,
+		      "%s: no page migrated, no alias granted (pages_to_ram +%lld, alias_grants +%lld)",
+		      what, stat_of("pages_to_ram") - to_ram, stat_of("alias_grants") - grants);
+		check(res == npages, "%s: all %zu pages still in VRAM (%zu)", what, npages, res);
+		check(b.map_ram - a.map_ram >= (uint64_t)pages && b.map_bus == a.map_bus &&
+		      b.map_host_bridge == a.map_host_bridge && b.map_alias == a.map_alias,
+		      "%s: the NIC counted %llu RAM mappings, no P2P", what,
+		      (unsigned long long)(b.map_ram - a.map_ram));
+	} else if (expect == BUS) {
 		check(typed == pages && in_bar == pages && alias == pages,
 		      "%s: %d/%d pages mapped at PCI bus addresses inside rvram%d's BAR2, %d aliases",
 		      what, in_bar, pages, owner, alias);
@@ -490,8 +515,8 @@ int main(int argc, char **argv)
 	FILE *f;
 	int i;
 
-	if (argc != 5) {
-		fprintf(stderr, "usage: odp-dma-test OWNER OWNER_PCI NEAR FAR\n");
+	if (argc != 5 && (argc != 6 || strcmp(argv[5], "coherent"))) {
+		fprintf(stderr, "usage: odp-dma-test OWNER OWNER_PCI NEAR FAR [coherent]\n");
 		return 2;
 	}
 	owner = atoi(argv[1]);
@@ -519,12 +544,20 @@ int main(int argc, char **argv)
 	if (sysfs_write(PARAM, "1"))
 		printf("# cannot set %s\n", PARAM);
 
-	round_trip("alias 4k", 0, 8, 0, four_k, 3, 1);
-	round_trip("alias thp", 0, PMD_PAGES, 1, folio, 3, 1);
-	round_trip("far 4k", 1, 8, 0, two, 1, 0);
+	if (argc == 6) {
+		/* Both NICs: coherent memory needs no P2P path of its own. */
+		round_trip("coherent 4k", 0, 8, 0, four_k, 3, COHERENT);
+		round_trip("coherent thp", 0, PMD_PAGES, 1, folio, 3, COHERENT);
+		round_trip("coherent far 4k", 1, 8, 0, two, 1, COHERENT);
+		printf("1..%d\n", n);
+		return failed ? 1 : 0;
+	}
+	round_trip("alias 4k", 0, 8, 0, four_k, 3, BUS);
+	round_trip("alias thp", 0, PMD_PAGES, 1, folio, 3, BUS);
+	round_trip("far 4k", 1, 8, 0, two, 1, MIGRATE);
 	sysfs_write(PARAM, "0");
-	round_trip("aliases off 4k", 0, 8, 0, two, 1, 0);
-	round_trip("aliases off thp", 0, PMD_PAGES, 1, folio, 1, 0);
+	round_trip("aliases off 4k", 0, 8, 0, two, 1, MIGRATE);
+	round_trip("aliases off thp", 0, PMD_PAGES, 1, folio, 1, MIGRATE);
 	sysfs_write(PARAM, "1");
 	invalidation();
 	unbind();
