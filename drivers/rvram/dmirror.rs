@@ -7,9 +7,9 @@
 //! pages HMM reports: system memory, or this GPU's VRAM for its own
 //! device-private pages. Device-coherent VRAM (of any GPU) is in the
 //! kernel's linear map and is copied like system memory. The device caches
-//! no translations for them. Its
-//! page table only holds the pages it maps for atomic access
-//! (`HMM_DMIRROR_EXCLUSIVE`), which an invalidation of the page drops.
+//! no translations for them. Its page table only holds the pages it maps
+//! for atomic access (`HMM_DMIRROR_EXCLUSIVE`), which an invalidation of
+//! the page drops.
 
 use crate::{with_vram, CoherentPages, Gpu, VramKind, VramPages};
 use kernel::{
