@@ -14,12 +14,13 @@
 //! - it accepts only importers that can take memory without `struct page`
 //!   (`allow_peer2peer`) and whose mappings can be revoked
 //!   (`invalidate_mappings`); others are refused at attach time with
-//!   `EOPNOTSUPP` and a log line;
+//!   `EOPNOTSUPP` and a log line (each cause once per exporter, since any
+//!   holder of a buffer's file descriptor can ask again and again);
 //! - it maps an attachment with `dma_buf_phys_vec_to_sgt()`, for the
 //!   importer's device (PCI bus addresses, or an IOMMU mapping through the
 //!   host bridge), only when the PCI topology lets that device reach the
 //!   BAR: otherwise the map fails with `EREMOTEIO` ("not reachable peer to
-//!   peer") and a log line, never bounced through system memory. The
+//!   peer") and a log line (once), never bounced through system memory. The
 //!   check is made when mapping, as VFIO's exporter does, so that an
 //!   importer that only needs a kernel mapping may attach;
 //! - `vmap()` maps the buffer into the kernel (`ioremap()`, I/O memory in
@@ -27,7 +28,8 @@
 //!   such as a software RDMA device;
 //! - `mmap()` of the dma-buf maps the buffer's BAR pages into user space, a
 //!   page at a time as they are touched (`VM_PFNMAP`), for CPU access to
-//!   device memory. It asks for write-combining (`pgprot_writecombine()`);
+//!   device memory. Only shared mappings: a private one fails with
+//!   `EINVAL`, since the pages cannot be copied on write. It asks for write-combining (`pgprot_writecombine()`);
 //!   with x86 PAT the pages keep the memory type the BAR already has,
 //!   uncached once it is P2PDMA memory (`memremap_pages()` maps P2PDMA
 //!   pages with `pgprot_noncached()`);
@@ -60,7 +62,7 @@ use crate::{
     str::CStr,
     sync::{
         aref::ARef,
-        atomic::{Acquire, Atomic, Release},
+        atomic::{Acquire, Atomic, Relaxed, Release},
         Arc, CondVar, Mutex,
     },
     ThisModule,
@@ -112,8 +114,65 @@ struct Shared {
     bar_len: u64,
     name: &'static CStr,
     module: &'static ThisModule,
+    /// Whether each [`Refusal`] was logged: once per exporter.
+    logged: [Atomic<bool>; Refusal::COUNT],
     #[pin]
     state: Mutex<State>,
+}
+
+/// Why an importer was refused. Any process holding a buffer's file
+/// descriptor can ask again and again: each cause is logged once per
+/// exporter, later refusals only at debug level (the errno says it all).
+#[derive(Clone, Copy)]
+enum Refusal {
+    NotPeerToPeer,
+    NotRevocable,
+    Unreachable,
+}
+
+impl Refusal {
+    const COUNT: usize = 3;
+
+    fn why(self) -> &'static str {
+        match self {
+            Refusal::NotPeerToPeer => "importer does not take peer-to-peer memory",
+            Refusal::NotRevocable => "importer cannot be revoked",
+            Refusal::Unreachable => "not reachable peer to peer",
+        }
+    }
+}
+
+impl Shared {
+    /// Logs that `importer` was refused for `why`: a warning the first
+    /// time, debug output after that.
+    ///
+    /// # Safety
+    ///
+    /// The exporter must not be dead (`dev` is used).
+    unsafe fn refused(&self, importer: &device::Device, why: Refusal) {
+        // SAFETY: `dev` is valid while not dead (type invariant and
+        // requirement).
+        let exporter: &device::Device = unsafe { device::Device::from_raw(self.dev) };
+        if !self.logged[why as usize].xchg(true, Relaxed) {
+            dev_warn!(
+                importer,
+                "{}: dma-buf of BAR{} of {}: {}\n",
+                self.name,
+                self.bar,
+                exporter.name(),
+                why.why()
+            );
+        } else {
+            dev_dbg!(
+                importer,
+                "{}: dma-buf of BAR{} of {}: {}\n",
+                self.name,
+                self.bar,
+                exporter.name(),
+                why.why()
+            );
+        }
+    }
 }
 
 // SAFETY: The raw pointers are only used under the rules of the type
@@ -159,6 +218,7 @@ impl<'a> BarExporter<'a> {
                 bar_len,
                 name,
                 module,
+                logged: [const { Atomic::new(false) }; Refusal::COUNT],
                 state <- new_mutex!(State {
                     dead: false,
                     bufs: KVec::new(),
@@ -448,14 +508,25 @@ unsafe extern "C" fn mmap_callback(
     if buf.revoked.load(Acquire) {
         return ENODEV.to_errno();
     }
+    // SAFETY: The VMA is being set up; its flags are readable.
+    let flags = unsafe { (*vma).__bindgen_anon_2.vm_flags };
+    // A private mapping of a file opened for writing is a COW mapping, and
+    // a COW mapping of PFNs without `struct page` is a kernel BUG at the
+    // first fault (`vmf_insert_pfn_prot()`): the buffer's pages are shared
+    // device memory, never copied. Refuse private mappings, as udmabuf and
+    // the dma-buf heaps do. `VM_MAYSHARE` stays set for a shared mapping of
+    // a file opened read-only, which drops `VM_SHARED`.
+    if flags & (bindings::VM_SHARED | bindings::VM_MAYSHARE) == 0 {
+        return EINVAL.to_errno();
+    }
     let set =
         bindings::VM_IO | bindings::VM_PFNMAP | bindings::VM_DONTEXPAND | bindings::VM_DONTDUMP;
     // SAFETY: The VMA is being set up and not shared yet, as in
-    // `VmaNew::set_io()`; a PFN map of I/O memory that cannot grow or be
-    // dumped is a valid combination of flags. The protection is that of the
-    // flags, write-combined; faults fill it with `vmf_insert_pfn()`.
+    // `VmaNew::set_io()`; a shared PFN map of I/O memory that cannot grow
+    // or be dumped is a valid combination of flags. The protection is that
+    // of the flags, write-combined; faults fill it with `vmf_insert_pfn()`.
     unsafe {
-        let flags = (*vma).__bindgen_anon_2.vm_flags | set;
+        let flags = flags | set;
         (*vma).__bindgen_anon_2.vm_flags = flags;
         (*vma).vm_page_prot = bindings::pgprot_writecombine(bindings::vm_get_page_prot(flags));
         (*vma).vm_ops = &VM_OPS.0;
@@ -528,29 +599,16 @@ unsafe extern "C" fn attach_callback(
             bindings::dma_buf_attach_revocable(attach),
         )
     };
-    // SAFETY: `dev` is valid while not `dead` (type invariant of `Shared`).
-    let exporter: &device::Device = unsafe { device::Device::from_raw(sh.dev) };
-    if !p2p {
-        dev_warn!(
-            importer,
-            "{}: dma-buf of BAR{} of {}: importer does not take peer-to-peer memory\n",
-            sh.name,
-            sh.bar,
-            exporter.name()
-        );
-        return EOPNOTSUPP.to_errno();
-    }
-    if !revocable {
-        dev_warn!(
-            importer,
-            "{}: dma-buf of BAR{} of {}: importer cannot be revoked\n",
-            sh.name,
-            sh.bar,
-            exporter.name()
-        );
-        return EOPNOTSUPP.to_errno();
-    }
-    0
+    let refusal = if !p2p {
+        Refusal::NotPeerToPeer
+    } else if !revocable {
+        Refusal::NotRevocable
+    } else {
+        return 0;
+    };
+    // SAFETY: Not `dead`: we hold `state`.
+    unsafe { sh.refused(importer, refusal) };
+    EOPNOTSUPP.to_errno()
 }
 
 /// # Safety
@@ -576,21 +634,10 @@ unsafe extern "C" fn map_callback(
         bindings::pci_p2pdma_map_type_PCI_P2PDMA_MAP_BUS_ADDR
             | bindings::pci_p2pdma_map_type_PCI_P2PDMA_MAP_THRU_HOST_BRIDGE
     ) {
-        // SAFETY: As above; `dev` is valid while not dead (type invariant
-        // of `Shared`).
-        let (importer, exporter): (&device::Device, &device::Device) = unsafe {
-            (
-                device::Device::from_raw((*attach).dev),
-                device::Device::from_raw(sh.dev),
-            )
-        };
-        dev_warn!(
-            importer,
-            "{}: dma-buf of BAR{} of {}: not reachable peer to peer\n",
-            sh.name,
-            sh.bar,
-            exporter.name()
-        );
+        // SAFETY: As above; the importer's device is alive while attached.
+        let importer: &device::Device = unsafe { device::Device::from_raw((*attach).dev) };
+        // SAFETY: Not dead, as above.
+        unsafe { sh.refused(importer, Refusal::Unreachable) };
         return EREMOTEIO.to_ptr();
     }
     let mut phys = buf.phys;
