@@ -473,6 +473,7 @@ fn new_used(bits: BitmapVec) -> impl PinInit<SpinLock<Used>> {
         Used {
             bits,
             next: 0,
+            allocated: 0,
             reserved: 0,
         },
         c"Pagemap::used",
@@ -484,12 +485,16 @@ fn new_used(bits: BitmapVec) -> impl PinInit<SpinLock<Used>> {
 ///
 /// # Invariants
 ///
-/// No page below `next` is free.
+/// - No page below `next` is free.
+/// - `allocated` is the number of bits set in `bits`.
 struct Used {
     /// Bit `i` is set while page `i` is allocated or reserved.
     bits: BitmapVec,
     /// Where a search starts: at or below the lowest free page.
     next: usize,
+    /// How many bits are set: kept as they change, so that counting the
+    /// pages in use does not walk the bitmap under the lock.
+    allocated: usize,
     /// How many of the set bits are reserved pages ([`Reservation`]).
     reserved: usize,
 }
@@ -815,16 +820,7 @@ impl<T: PagemapOps> Pagemap<T> {
     /// (not counting reserved pages).
     pub fn nr_used(&self) -> usize {
         let used = self.used.lock();
-        let mut n = 0;
-        let mut i = 0;
-        while i < self.nr {
-            let Some(b) = used.bits.next_bit(i) else {
-                break;
-            };
-            n += 1;
-            i = b + 1;
-        }
-        n - used.reserved
+        used.allocated - used.reserved
     }
 
     /// The number of pages currently reserved ([`Pagemap::reserve`]).
@@ -886,6 +882,8 @@ impl<T: PagemapOps> Pagemap<T> {
         for i in index..index + nr {
             used.bits.set_bit(i);
         }
+        // INVARIANT: The `nr` bits were clear and are set now.
+        used.allocated += nr;
         used.reserved += nr;
         if index == used.next {
             // INVARIANT: The pages up to `index + nr` are used now, and
@@ -920,6 +918,8 @@ impl<T: PagemapOps> Pagemap<T> {
         for i in index..index + nr {
             used.bits.clear_bit(i);
         }
+        // INVARIANT: The `nr` bits were set and are clear now.
+        used.allocated -= nr;
         used.reserved -= nr;
         // INVARIANT: `index` is now the lowest free page if none below
         // `next` was free.
@@ -951,6 +951,8 @@ impl<T: PagemapOps> Pagemap<T> {
             for i in base..base + n {
                 used.bits.set_bit(i);
             }
+            // INVARIANT: The `n` bits were clear and are set now.
+            used.allocated += n;
             if base == hint {
                 // INVARIANT: The pages from `hint` up to `base + n` are
                 // used now, and none below `hint` was free.
@@ -1022,6 +1024,9 @@ impl<T: PagemapOps> Pagemap<T> {
         for i in index..index + n {
             used.bits.clear_bit(i);
         }
+        // INVARIANT: The folio's `n` bits were set (type invariant of
+        // `Pagemap`) and are clear now.
+        used.allocated -= n;
         // INVARIANT: `index` is now the lowest free page if none below
         // `next` was free.
         used.next = used.next.min(index);
