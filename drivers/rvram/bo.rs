@@ -22,6 +22,7 @@ use kernel::{
     page::PAGE_SIZE,
     prelude::*,
     sync::{atomic::Relaxed, Arc},
+    task::might_sleep,
     uaccess::{UserPtr, UserSlice},
 };
 
@@ -51,13 +52,18 @@ impl Drop for Bo {
 
 /// Handles `RVRAM_IOCTL_ALLOC_DMABUF` on a file of `gpu`: allocates `size`
 /// bytes of cleared VRAM and returns a dma-buf file descriptor for it.
+///
+/// Any user who can open the device can ask, as often as they like: a
+/// refused request is not logged (the errno says it all), and running out
+/// of VRAM is plain `ENOMEM`. How much VRAM one user may hold is for the
+/// dmem cgroup to bound.
 pub(crate) fn alloc_dmabuf(gpu: &Arc<Gpu>, arg: usize) -> Result<isize> {
     let (mut reader, mut writer) =
         UserSlice::new(UserPtr::from_addr(arg), ARG_SIZE).reader_writer();
     let size: u64 = reader.read()?;
     let flags: u32 = reader.read()?;
     let (Vram::Private(pm), Some(exports)) = (&gpu.vram, &gpu.exports) else {
-        pr_warn!(
+        pr_debug!(
             "RVRAM_IOCTL_ALLOC_DMABUF: rvram{}: device-coherent VRAM exports no dma-bufs\n",
             gpu.index
         );
@@ -65,7 +71,7 @@ pub(crate) fn alloc_dmabuf(gpu: &Arc<Gpu>, arg: usize) -> Result<isize> {
     };
     let vram = pm.nr_pages() as u64 * PAGE_SIZE as u64;
     if flags != 0 || size == 0 || size % PAGE_SIZE as u64 != 0 || size > vram {
-        pr_warn!(
+        pr_debug!(
             "RVRAM_IOCTL_ALLOC_DMABUF: bad request: size {size:#x} (VRAM {vram:#x}), flags {flags:#x}\n"
         );
         return Err(EINVAL);
@@ -86,9 +92,11 @@ pub(crate) fn alloc_dmabuf(gpu: &Arc<Gpu>, arg: usize) -> Result<isize> {
             gpu: gpu.clone(),
             vram: Some(r),
         };
-        // VRAM held someone else's data: the importer sees zeroes.
+        // VRAM held someone else's data: the importer sees zeroes. Up to
+        // all of VRAM, under the lock: a scheduling point per page.
         for i in index..index + nr {
             pm.data().zero_page(i)?;
+            might_sleep();
         }
         let offset = u64::try_from(index * PAGE_SIZE)?;
         let buf = exports.export(offset, nr * PAGE_SIZE, bo)?;

@@ -13,15 +13,16 @@
 
 use crate::{with_vram, CoherentPages, Gpu, VramKind, VramPages};
 use kernel::{
-    alloc::flags::{__GFP_ZERO, GFP_KERNEL},
+    alloc::flags::{__GFP_ZERO, GFP_KERNEL_ACCOUNT},
     fs::File,
     ioctl::_IOWR,
     miscdevice::{MiscDevice, MiscDeviceRegistration},
     mm::virt::VmaNew,
     mm::{
         hmm::{AliasAccess, Mirror, MirrorOps, NotifierRange, RangeRequest, DEFAULT_TIMEOUT_MS},
-        migrate::{MigrateVma, NewSystemFolio, Select, Source},
+        migrate::{Eviction, MigrateVma, NewSystemFolio, Select, Source},
         pagemap::{Pagemap, MAX_FOLIO_ORDER},
+        Mm,
     },
     page::{Page, PAGE_SIZE},
     prelude::*,
@@ -30,6 +31,8 @@ use kernel::{
         atomic::{Atomic, Relaxed},
         Arc,
     },
+    task::might_sleep,
+    time::{delay::fsleep, Delta},
     uaccess::{UserPtr, UserSlice},
 };
 
@@ -93,6 +96,15 @@ const FAULT_CHUNK: usize = 64 * PAGE_SIZE;
 /// address-space wrap; we also bound the snapshot buffer): 1 GiB.
 const MAX_NPAGES: u64 = (1 << 30) / PAGE_SIZE as u64;
 
+/// Longest `mmap()` of the device file: its pages are allocated when it is
+/// mapped, so the length is bounded (test_hmm does not bound it). One PMD;
+/// hmm-tests maps one page.
+const MAX_MMAP: usize = 2 << 20;
+
+/// How often `HMM_DMIRROR_RELEASE` looks again for pages it could not evict
+/// (a page locked or pinned meanwhile), 10 ms apart, before `EBUSY`.
+const RELEASE_TRIES: usize = 100;
+
 /// The VMA at `addr` and the end of the next migration chunk in
 /// `[addr, end)`: at most up to the next PMD boundary and the VMA's end.
 /// `EINVAL` for a hole or a VMA that cannot be read (as test_hmm).
@@ -152,11 +164,19 @@ impl MirrorOps for DeviceTable {
 }
 
 /// An open rvram file.
+///
+/// The file belongs to the address space of the process that opened it
+/// (the mirror's mm): commands and `mmap()` from any other address space
+/// (a child after `fork()`, a process the file was passed to) fail with
+/// `EBADF`, as amdkfd refuses another process's ioctls.
 #[pin_data]
 pub(crate) struct DmirrorFile {
     gpu: Arc<Gpu>,
     mirror: Pin<KBox<Mirror<DeviceTable>>>,
     flags: Atomic<u64>,
+    /// Tags the VRAM pages this file migrates in ([`crate::vram::Owners`]), which
+    /// are those `HMM_DMIRROR_RELEASE` evicts. Never 0.
+    id: u32,
 }
 
 #[vtable]
@@ -168,6 +188,9 @@ impl MiscDevice for DmirrorFile {
         let task = kernel::current!();
         let mm = task.mm().ok_or(EINVAL)?;
         let owner = gpu.vram.owner();
+        let id = gpu.new_file_id();
+        // Charged to the opener's memory cgroup, as everything a file
+        // allocates on behalf of its user.
         let mirror = KBox::pin_init(
             Mirror::new(
                 mm,
@@ -176,31 +199,39 @@ impl MiscDevice for DmirrorFile {
                 Some(owner),
                 DeviceTable::new(),
             ),
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
         KBox::pin_init(
             try_pin_init!(Self {
                 gpu,
                 mirror,
                 flags: Atomic::new(0),
+                id,
             }),
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )
     }
 
     /// Maps zeroed system pages, as test_hmm does: a device file whose
     /// mapping is not anonymous memory (hmm-tests' `mixedmap` case snapshots
-    /// it). The VMA holds its own reference to every page.
-    fn mmap(_me: Pin<&DmirrorFile>, _file: &File, vma: &VmaNew) -> Result {
+    /// it). The VMA holds its own reference to every page. At most
+    /// [`MAX_MMAP`] bytes (`ENOMEM` beyond), charged to the caller's memory
+    /// cgroup; `EBADF` from another address space than the opener's.
+    fn mmap(me: Pin<&DmirrorFile>, _file: &File, vma: &VmaNew) -> Result {
+        me.check_mm(Some(&**vma.mm()))?;
+        if vma.end() - vma.start() > MAX_MMAP {
+            return Err(ENOMEM);
+        }
         let vma = vma.set_mixedmap();
         for addr in (vma.start()..vma.end()).step_by(PAGE_SIZE) {
-            let page = Page::alloc_page(GFP_KERNEL | __GFP_ZERO)?;
+            let page = Page::alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO)?;
             vma.vm_insert_page(addr, &page)?;
         }
         Ok(())
     }
 
     fn ioctl(me: Pin<&DmirrorFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+        me.check_mm(kernel::current!().mm().map(|mm| &**mm))?;
         if cmd == crate::bo::ALLOC_DMABUF {
             return crate::bo::alloc_dmabuf(&me.gpu, arg);
         }
@@ -236,14 +267,13 @@ impl MiscDevice for DmirrorFile {
                     || c.npages & (FLAG_ALIAS_DMA | FLAG_ALIAS_CPU)
                         == FLAG_ALIAS_DMA | FLAG_ALIAS_CPU
                 {
-                    pr_warn!("HMM_DMIRROR_FLAGS: bad flags {:#x}\n", c.npages);
+                    // Any user can ask: the errno says it all, no log line.
+                    pr_debug!("HMM_DMIRROR_FLAGS: bad flags {:#x}\n", c.npages);
                     return Err(EINVAL);
                 }
                 me.flags.store(c.npages, Relaxed)
             }
-            RELEASE => {
-                me.gpu.evict_all()?;
-            }
+            RELEASE => me.release()?,
             EXCLUSIVE => me.exclusive(&mut c)?,
             CHECK_EXCLUSIVE => {
                 let end = usize::try_from(c.addr)? + Self::bounce_len(&c)?;
@@ -261,6 +291,15 @@ impl MiscDevice for DmirrorFile {
 }
 
 impl DmirrorFile {
+    /// `EBADF` unless `mm`, the caller's address space, is the one this
+    /// file mirrors (see [`DmirrorFile`]).
+    fn check_mm(&self, mm: Option<&Mm>) -> Result {
+        match mm {
+            Some(mm) if core::ptr::eq(mm.as_raw(), self.mirror.mm().as_raw()) => Ok(()),
+            _ => Err(EBADF),
+        }
+    }
+
     fn bounce_len(c: &Cmd) -> Result<usize> {
         if c.npages > MAX_NPAGES {
             return Err(ENOMEM);
@@ -268,9 +307,12 @@ impl DmirrorFile {
         Ok(usize::try_from(c.npages)? * PAGE_SIZE)
     }
 
+    /// A zeroed buffer of `len` bytes (bounded by the callers: one chunk,
+    /// or one byte per page of at most [`MAX_NPAGES`]), charged to the
+    /// caller's memory cgroup.
     fn zeroed(len: usize) -> Result<KVVec<u8>> {
-        let mut v = KVVec::with_capacity(len, GFP_KERNEL)?;
-        v.resize(len, 0, GFP_KERNEL)?;
+        let mut v = KVVec::with_capacity(len, GFP_KERNEL_ACCOUNT)?;
+        v.resize(len, 0, GFP_KERNEL_ACCOUNT)?;
         Ok(v)
     }
 
@@ -468,6 +510,7 @@ impl DmirrorFile {
                         pm.alloc_folio(order).ok()
                     };
                     if let Some(mut dst) = big {
+                        pm.data().owners().set(dst.index(), nr, self.id);
                         for p in 0..nr {
                             match system {
                                 Some(s) => {
@@ -481,17 +524,18 @@ impl DmirrorFile {
                     }
                     // No PMD-sized VRAM: per-page destinations; the core
                     // splits the source folio.
-                    let mut small = KVec::with_capacity(nr, GFP_KERNEL)?;
+                    let mut small = KVec::with_capacity(nr, GFP_KERNEL_ACCOUNT)?;
                     for p in 0..nr {
                         let Ok(mut dst) = pm.alloc_folio(0) else {
                             pm.data().stats().alloc_fail.fetch_add(1, Relaxed);
                             break;
                         };
+                        pm.data().owners().set(dst.index(), 1, self.id);
                         match system {
                             Some(s) => s.with_page(p, |b| T::fill(pm, &mut dst, 0, Some(b)))??,
                             None => T::fill(pm, &mut dst, 0, None)?,
                         }
-                        small.push(dst, GFP_KERNEL)?;
+                        small.push(dst, GFP_KERNEL_ACCOUNT)?;
                     }
                     for (p, dst) in small.into_iter().enumerate() {
                         mig.set_device(i + p, dst)?;
@@ -503,6 +547,8 @@ impl DmirrorFile {
                 stats.pages_to_vram.fetch_add(moved.pages() as u64, Relaxed);
                 drop(moved);
                 addr = next;
+                // A range may be 1 GiB: one scheduling point per chunk.
+                might_sleep();
             }
         }
         Ok(())
@@ -590,12 +636,60 @@ impl DmirrorFile {
             stats.pages_to_ram.fetch_add(pages, Relaxed);
             total += pages;
             addr = next;
+            might_sleep();
         }
         if oom {
             return Err(ENOMEM);
         }
         c.cpages = total;
         Ok(())
+    }
+
+    /// HMM_DMIRROR_RELEASE: evicts the pages this file moved into VRAM to
+    /// system memory, wherever they are mapped now; other files' pages,
+    /// and so other users', stay in VRAM. (test_hmm tears down all of its
+    /// device memory; that is for unbind here.) `EBUSY` if some stay
+    /// pinned.
+    fn release(&self) -> Result {
+        with_vram!(&self.gpu.vram, pm => self.release_from(pm))
+    }
+
+    fn release_from<T: VramKind>(&self, pm: &Pagemap<T>) -> Result {
+        let owners = pm.data().owners();
+        for _ in 0..RELEASE_TRIES {
+            let mut from = 0;
+            while let Some((first, end)) = owners.next_run(from, self.id) {
+                from = end;
+                // Only this file's pages are collected (unmapped and
+                // locked): other users' mappings are not touched.
+                let mut ev = Eviction::collect(pm, first, end - first)?;
+                for i in 0..ev.len() {
+                    let Some((folio, _)) = ev.source(i) else {
+                        continue;
+                    };
+                    // Freed and handed to another file since the scan: a
+                    // collected page cannot change hands, so this holds.
+                    if owners.get(folio.index()) != self.id {
+                        continue;
+                    }
+                    let mut new = NewSystemFolio::alloc(folio.order())?;
+                    T::copy_out(pm, folio, &mut new)?;
+                    ev.set_system(i, new)?;
+                }
+                let n = ev.finish();
+                let stats = pm.data().stats();
+                stats.evicted.fetch_add(n as u64, Relaxed);
+                stats.pages_to_ram.fetch_add(n as u64, Relaxed);
+                might_sleep();
+            }
+            // A page that moved is untagged when it is freed; one that is
+            // still tagged was locked or pinned: try it again.
+            if owners.next_run(0, self.id).is_none() {
+                return Ok(());
+            }
+            fsleep(Delta::from_millis(10));
+        }
+        Err(EBUSY)
     }
 
     /// HMM_DMIRROR_EXCLUSIVE: maps the range for atomic access by the
@@ -614,7 +708,9 @@ impl DmirrorFile {
                 let guard = mm.mmap_read_lock();
                 for (i, dst) in chunk.chunks_mut(PAGE_SIZE).enumerate() {
                     let addr = start + off + i * PAGE_SIZE;
-                    let node = RBTreeNode::new(addr, (), GFP_KERNEL)?;
+                    // Lives until the CPU touches the page or the file is
+                    // closed: charged to the caller.
+                    let node = RBTreeNode::new(addr, (), GFP_KERNEL_ACCOUNT)?;
                     let page = self.mirror.make_exclusive(&guard, addr)?;
                     // Mapped before the page is unlocked: the CPU's access,
                     // which needs the page lock, finds the entry to drop.

@@ -44,6 +44,7 @@ use kernel::{
         atomic::{Atomic, Relaxed},
         new_mutex, Arc, Mutex,
     },
+    task::might_sleep,
     time::{delay::fsleep, Delta, Instant, Monotonic},
     InPlaceModule, ThisModule,
 };
@@ -53,7 +54,7 @@ mod dmirror;
 mod vram;
 
 use dmirror::DmirrorFile;
-use vram::VramLayout;
+use vram::{Owners, VramLayout};
 
 /// The BAR that holds VRAM on ivshmem-plain.
 const VRAM_BAR: u32 = 2;
@@ -172,6 +173,7 @@ struct VramPages {
     /// VRAM page `i` is P2PDMA page `p2p_pfn + i` (see [`Rvram::p2p`]).
     p2p_pfn: usize,
     stats: Stats,
+    owners: Owners,
 }
 
 impl VramPages {
@@ -220,7 +222,9 @@ impl VramPages {
 impl PagemapOps for VramPages {
     type Kind = Private;
 
-    fn folio_free(_pm: &Pagemap<Self>, _folio: &DeviceFolio<Self>) {}
+    fn folio_free(pm: &Pagemap<Self>, folio: &DeviceFolio<Self>) {
+        pm.data().owners.set(folio.index(), folio.nr_pages(), 0);
+    }
 }
 
 impl DevicePrivateOps for VramPages {
@@ -280,12 +284,15 @@ impl VramPages {
 /// through the kernel's linear map, so only counters are left.
 struct CoherentPages {
     stats: Stats,
+    owners: Owners,
 }
 
 impl PagemapOps for CoherentPages {
     type Kind = Coherent;
 
-    fn folio_free(_pm: &Pagemap<Self>, _folio: &DeviceFolio<Self>) {}
+    fn folio_free(pm: &Pagemap<Self>, folio: &DeviceFolio<Self>) {
+        pm.data().owners.set(folio.index(), folio.nr_pages(), 0);
+    }
 }
 
 /// What rvram does with VRAM pages of either kind: migrations and device
@@ -296,6 +303,9 @@ pub(crate) trait VramKind: PagemapOps {
 
     /// The GPU's event counters.
     fn stats(&self) -> &Stats;
+
+    /// Which file moved each page in.
+    fn owners(&self) -> &Owners;
 
     /// Fills page `p` of `dst`, a new VRAM folio, with `src` (one page), or
     /// with zeroes for `None`.
@@ -323,6 +333,10 @@ impl VramKind for VramPages {
 
     fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    fn owners(&self) -> &Owners {
+        &self.owners
     }
 
     fn fill(
@@ -353,6 +367,10 @@ impl VramKind for CoherentPages {
 
     fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    fn owners(&self) -> &Owners {
+        &self.owners
     }
 
     fn fill(
@@ -445,11 +463,25 @@ struct Gpu {
     /// Serialises migrations into VRAM against unbind; `true` once unbound.
     #[pin]
     ops: Mutex<bool>,
+    /// The last id handed to an open file ([`Gpu::new_file_id`]).
+    files: Atomic<u32>,
 }
 
 impl Gpu {
     fn is_dead(&self) -> bool {
         *self.ops.lock()
+    }
+
+    /// A new id for an open file, never 0 ([`Owners`]). Ids wrap after
+    /// 2^32 opens; a page still in VRAM from a file that long closed could
+    /// then be released by the file that reuses its id.
+    fn new_file_id(&self) -> u32 {
+        loop {
+            let id = self.files.fetch_add(1, Relaxed).wrapping_add(1);
+            if id != 0 {
+                return id;
+            }
+        }
     }
 
     /// Moves every page out of VRAM; `EBUSY` if some stay pinned.
@@ -471,6 +503,8 @@ impl Gpu {
                 let mut new = NewSystemFolio::alloc(folio.order())?;
                 T::copy_out(pm, folio, &mut new)?;
                 ev.set_system(i, new)?;
+                // VRAM may hold 64 GiB: a scheduling point per folio.
+                might_sleep();
             }
             let n = ev.finish();
             let stats = pm.data().stats();
@@ -628,6 +662,7 @@ impl RvramDriver {
                     vram: vram.into_devres()?,
                     p2p_pfn: p2p.pfn(),
                     stats: Stats::new(),
+                    owners: Owners::new(layout.pages())?,
                 }),
             ),
             GFP_KERNEL,
@@ -675,6 +710,7 @@ impl pci::Driver for RvramDriver {
                         None,
                         Ok::<_, Error>(CoherentPages {
                             stats: Stats::new(),
+                            owners: Owners::new(layout.pages())?,
                         }),
                     ),
                     GFP_KERNEL,
@@ -707,6 +743,7 @@ impl pci::Driver for RvramDriver {
                         vram,
                         exports,
                         ops <- new_mutex!(false),
+                        files: Atomic::new(0),
                     }),
                     GFP_KERNEL,
                 )?;

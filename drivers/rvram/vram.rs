@@ -2,7 +2,12 @@
 
 //! VRAM geometry: how a BAR is carved into pages.
 
-use kernel::{page::PAGE_SIZE, prelude::*, sizes::SZ_2M};
+use kernel::{
+    page::PAGE_SIZE,
+    prelude::*,
+    sizes::SZ_2M,
+    sync::atomic::{Atomic, Relaxed},
+};
 
 /// Largest VRAM rvram accepts (64 GiB): bounds every page index to `u32`.
 const MAX_VRAM: u64 = 64 << 30;
@@ -69,6 +74,49 @@ pub(crate) fn alias_pfn(p2p_pfn: usize, pages: usize, index: usize, nr: usize) -
     }
 }
 
+/// Which open file moved each VRAM page in: the file's id
+/// (`Gpu::new_file_id`) from the page's allocation for a migration until
+/// it is freed, 0 for a free page. `HMM_DMIRROR_RELEASE` evicts the pages
+/// of the calling file only.
+///
+/// Every page of a folio carries the same id (set for the whole folio when
+/// it is allocated, cleared when it is freed), so a run of pages with one
+/// id starts and ends at folio boundaries.
+pub(crate) struct Owners(KVVec<Atomic<u32>>);
+
+impl Owners {
+    pub(crate) fn new(nr: usize) -> Result<Self> {
+        let mut v = KVVec::with_capacity(nr, GFP_KERNEL)?;
+        for _ in 0..nr {
+            v.push(Atomic::new(0), GFP_KERNEL)?;
+        }
+        Ok(Self(v))
+    }
+
+    /// Tags pages `index..index + nr`, a folio just allocated, with `id`.
+    pub(crate) fn set(&self, index: usize, nr: usize, id: u32) {
+        for o in self.0.iter().skip(index).take(nr) {
+            o.store(id, Relaxed);
+        }
+    }
+
+    /// The id of page `index`, 0 if out of range.
+    pub(crate) fn get(&self, index: usize) -> u32 {
+        self.0.get(index).map_or(0, |o| o.load(Relaxed))
+    }
+
+    /// The first run `first..end` of pages tagged `id` at or after `from`.
+    pub(crate) fn next_run(&self, from: usize, id: u32) -> Option<(usize, usize)> {
+        let tail = self.0.get(from..)?;
+        let first = from + tail.iter().position(|o| o.load(Relaxed) == id)?;
+        let len = self.0[first..]
+            .iter()
+            .position(|o| o.load(Relaxed) != id)
+            .unwrap_or(self.0.len() - first);
+        Some((first, first + len))
+    }
+}
+
 #[kunit_tests(rvram_vram)]
 mod tests {
     use super::*;
@@ -123,6 +171,25 @@ mod tests {
         assert_eq!(alias_pfn(0x10_0000, pages, 0, 3), Err(EINVAL));
         assert_eq!(alias_pfn(0x10_0000, pages, usize::MAX, 1), Err(EINVAL));
         assert_eq!(alias_pfn(usize::MAX, pages, 1, 1), Err(EINVAL));
+    }
+
+    #[test]
+    fn owner_runs_are_found_per_id() -> Result {
+        let o = Owners::new(16)?;
+        assert_eq!(o.next_run(0, 1), None);
+        o.set(2, 2, 1);
+        o.set(4, 1, 2);
+        o.set(5, 3, 1);
+        o.set(15, 1, 1);
+        assert_eq!(o.next_run(0, 1), Some((2, 4)));
+        assert_eq!(o.next_run(4, 1), Some((5, 8)));
+        assert_eq!(o.next_run(8, 1), Some((15, 16)));
+        assert_eq!(o.next_run(16, 1), None);
+        assert_eq!(o.next_run(0, 2), Some((4, 5)));
+        assert_eq!((o.get(4), o.get(16)), (2, 0));
+        o.set(0, 16, 0);
+        assert_eq!(o.next_run(0, 1), None);
+        Ok(())
     }
 
     #[test]
