@@ -40,13 +40,20 @@ fi
 
 case $plan in
 single)
-	expect kunit:rvram_vram kunit:rvram_dmirror rvram-probe hmm-tests-test_hmm hmm-race-test_hmm rvram-unbind
+	expect kunit:rvram_vram kunit:rvram_dmirror rvram-probe hmm-tests-test_hmm hmm-race-test_hmm rvram-unbind rvram-abuse
 	run_suite rvram-probe "$T/rvram-probe.sh"
 	run_suite hmm-tests-test_hmm "$T/hmm-tests.sh" test_hmm
 	# dmirror commands racing migrations of the same range (60 s), on
 	# the reference driver with the series' fixes, RELEASE left out.
 	run_suite hmm-race-test_hmm "$T/hmm-race.sh" test_hmm 60
 	run_suite rvram-unbind "$T/rvram-unbind.sh"
+	# What one opener of /dev/rvram0 can do to the others and to the
+	# kernel: RELEASE, the file from another process, mmap(), the log.
+	run_suite rvram-abuse "$T/rvram-abuse.sh"
+	# A VRAM buffer's dma-buf fd against every mmap flag, offset, VMA
+	# operation, GUP and ioctl, and unbinds under it (about a minute).
+	expect rvram-dmabuf-abuse
+	run_suite rvram-dmabuf-abuse "$T/rvram-dmabuf-abuse.sh"
 	;;
 dual)
 	expect kunit:rvram_vram kunit:rvram_dmirror rvram-probe-dual hmm-tests-rvram rvram-stress hmm-race-rvram

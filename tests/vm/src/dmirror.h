@@ -49,7 +49,7 @@ struct hmm_dmirror_cmd {
  * Documentation/misc-devices/rvram.rst ("Errors").
  */
 static const int dmirror_errnos[] = {
-	EFAULT, EINVAL, ENOMEM, EPERM, ENOENT, EBUSY, EOPNOTSUPP, EINTR, ENODEV,
+	EFAULT, EINVAL, ENOMEM, EPERM, ENOENT, EBUSY, EOPNOTSUPP, EINTR, ENODEV, EBADF,
 };
 
 static inline int dmirror_errno_ok(int e)
