@@ -13,8 +13,11 @@ for p in "$RVRAM_TOP"/patches/0*.patch; do
 	# checkpatch cannot look up the commits that Fixes: tags name.
 	# scripts/spdxcheck.py needs python3-ply, which Debian installs for
 	# /usr/bin/python3, not for a python3 that comes first on PATH.
+	# The patches are generated: they carry Assisted-by and no
+	# Signed-off-by, which the human submitter adds after review
+	# (Documentation/process/coding-assistants.rst).
 	if ! (cd "$base" && PATH=/usr/bin:$PATH perl scripts/checkpatch.pl --strict --quiet \
-		--ignore UNKNOWN_COMMIT_ID "$p"); then
+		--no-signoff --ignore UNKNOWN_COMMIT_ID "$p"); then
 		fail=1
 	fi
 done

@@ -37,6 +37,11 @@ pub struct Manifest {
     pub date: String,
     /// Directories whose every file must be part of exactly one patch.
     pub sources: Vec<PathBuf>,
+    /// The coding assistant every commit credits with an `Assisted-by:`
+    /// trailer (Documentation/process/coding-assistants.rst). The commits
+    /// carry no `Signed-off-by:`: only the human who reviews and sends the
+    /// series can certify the DCO, and adds theirs.
+    pub assisted_by: String,
     /// The patches, in order.
     #[serde(rename = "patch")]
     pub patches: Vec<Patch>,
@@ -48,7 +53,8 @@ pub struct Manifest {
 pub struct Patch {
     /// Commit subject, in kernel form (`subsystem: summary`).
     pub subject: String,
-    /// Commit message body, without the Signed-off-by trailer.
+    /// Commit message body, ending with its trailers (`Fixes:`, `Cc:`),
+    /// without `Assisted-by:` (added by the tool) or `Signed-off-by:`.
     pub body: String,
     /// New files: repository path -> path in the kernel tree.
     #[serde(default)]
@@ -108,7 +114,13 @@ impl Manifest {
                     );
                 }
                 if line.starts_with("Signed-off-by:") {
-                    bail!("patch {n}: Signed-off-by is added by the tool, do not write it");
+                    bail!(
+                        "patch {n}: no Signed-off-by: the human submitter adds theirs \
+                         (Documentation/process/coding-assistants.rst)"
+                    );
+                }
+                if line.starts_with("Assisted-by:") {
+                    bail!("patch {n}: Assisted-by is added by the tool, do not write it");
                 }
             }
             if p.body.trim().is_empty() {
@@ -305,16 +317,38 @@ pub fn build_commits(paths: &Paths) -> Result<Vec<String>> {
             git.run(&["update-index", "--add", "--cacheinfo", &info])?;
         }
         let tree = git.run(&["write-tree"])?;
-        let msg = format!(
-            "{}\n\n{}\n\nSigned-off-by: {name} <{email}>\n",
-            p.subject,
-            p.body.trim()
-        );
+        let msg = commit_message(&p.subject, &p.body, &m.assisted_by);
         parent = git.run_with(&["commit-tree", &tree, "-p", &parent], Some(msg.as_bytes()))?;
         commits.push(parent.clone());
     }
     git.run(&["update-ref", SERIES_REF, &parent])?;
     Ok(commits)
+}
+
+/// Trailer keys a commit body may end with (submitting-patches.rst).
+const TRAILERS: &[&str] = &[
+    "Fixes:",
+    "Cc:",
+    "Link:",
+    "Closes:",
+    "Reported-by:",
+    "Suggested-by:",
+    "Co-developed-by:",
+    "Reviewed-by:",
+    "Tested-by:",
+    "Acked-by:",
+];
+
+/// A patch's commit message: subject, body and the `Assisted-by:` trailer,
+/// in one trailer block with the body's own trailers if it ends with some.
+fn commit_message(subject: &str, body: &str, assisted_by: &str) -> String {
+    let body = body.trim();
+    let last = body.rsplit("\n\n").next().unwrap_or("");
+    let trailers = last
+        .lines()
+        .all(|l| TRAILERS.iter().any(|t| l.starts_with(t)));
+    let sep = if trailers { "\n" } else { "\n\n" };
+    format!("{subject}\n\n{body}{sep}Assisted-by: {assisted_by}\n")
 }
 
 #[cfg(unix)]
@@ -584,6 +618,7 @@ subject = "rvram: P2P aliases for device-private pages"
 cover = "series/cover.txt"
 date = "2026-11-21 00:00:00 +0000"
 sources = ["drivers"]
+assisted_by = "LLM"
 
 [[patch]]
 subject = "rvram: add a driver"
@@ -649,6 +684,28 @@ diff = "series/0002.diff"
             .unwrap_err()
             .0
             .contains("Signed-off-by"));
+        let ab = GOOD.replace("Adds an op.", "Assisted-by: X");
+        assert!(Manifest::parse(&ab).unwrap_err().0.contains("Assisted-by"));
+    }
+
+    #[test]
+    fn assisted_by_joins_the_trailer_block() {
+        assert_eq!(
+            commit_message("a: b", "Text.\n", "LLM"),
+            "a: b\n\nText.\n\nAssisted-by: LLM\n"
+        );
+        assert_eq!(
+            commit_message(
+                "a: b",
+                "Text.\n\nFixes: 0123456789ab (\"x: y\")\nCc: stable@vger.kernel.org\n",
+                "LLM"
+            ),
+            "a: b\n\nText.\n\nFixes: 0123456789ab (\"x: y\")\n\
+             Cc: stable@vger.kernel.org\nAssisted-by: LLM\n"
+        );
+        // A paragraph that only mentions a trailer is not a trailer block.
+        assert!(commit_message("a: b", "Text.\n\nFixes the bug.", "LLM")
+            .ends_with("bug.\n\nAssisted-by: LLM\n"));
     }
 
     #[test]
