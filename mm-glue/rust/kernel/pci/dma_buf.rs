@@ -29,10 +29,11 @@
 //! - `mmap()` of the dma-buf maps the buffer's BAR pages into user space, a
 //!   page at a time as they are touched (`VM_PFNMAP`), for CPU access to
 //!   device memory. Only shared mappings: a private one fails with
-//!   `EINVAL`, since the pages cannot be copied on write. It asks for write-combining (`pgprot_writecombine()`);
-//!   with x86 PAT the pages keep the memory type the BAR already has,
-//!   uncached once it is P2PDMA memory (`memremap_pages()` maps P2PDMA
-//!   pages with `pgprot_noncached()`);
+//!   `EINVAL`, since the pages cannot be copied on write. It asks for
+//!   write-combining (`pgprot_writecombine()`); with x86 PAT the pages
+//!   keep the memory type the BAR already has, uncached once it is P2PDMA
+//!   memory (`memremap_pages()` maps P2PDMA pages with
+//!   `pgprot_noncached()`);
 //! - when the driver unbinds, dropping the exporter revokes every buffer:
 //!   user mappings are zapped, importers are told
 //!   (`dma_buf_invalidate_mappings()`), the exporter waits for their fences
