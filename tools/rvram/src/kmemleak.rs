@@ -34,14 +34,35 @@ const OURS: &[&str] = &[
     "6kernel3pci",
     "rvram",
     "dmirror",
-    // mm/hmm and migration, P2PDMA, IB core ODP and rxe.
+    // The series' C code, by the functions its diffs add or change
+    // (series/*.diff) and their neighbours on the same paths; built in,
+    // so their frames carry no module tag.
+    // mm/hmm.c (hmm_device_alias, hmm_vma_handle_*), mm/tests/hmm_alias_kunit.c.
     "hmm_",
+    // mm/migrate_device.c (migrate_vma_collect_huge_pmd, ...).
     "migrate_vma",
     "migrate_device",
+    // P2PDMA, which the aliases are pages of.
     "p2pdma",
     "pci_p2p",
+    // drivers/dma-buf/dma-buf-mapping.c: the sg_table of a dma-buf of
+    // physical ranges, allocated by the one and freed by the other.
+    "dma_buf_phys_vec_to_sgt",
+    "dma_buf_free_sgt",
+    // drivers/infiniband/core/umem_odp.c (ib_umem_odp_map_dma_and_lock,
+    // ib_umem_odp_unmap_dma_pages) and umem_dmabuf.c, which rxe's dma-buf
+    // MRs of this series use.
     "ib_umem_odp",
+    "ib_umem_dmabuf",
+    // drivers/infiniband/sw/rxe/ (rxe_mr_dmabuf_*, rxe_reg_user_mr*,
+    // __rxe_odp_mr_copy, rxe_ib_advise_mr_prefetch, ...; flush_send_wqe
+    // has no prefix) should rdma_rxe be built in.
     "rxe_",
+    "flush_send_wqe",
+    // lib/iomap_copy.c.
+    "__ioread64_copy",
+    // The Rust cgroup abstraction (`kernel::cgroup`, dmem charges).
+    "6kernel6cgroup",
 ];
 
 /// One unreferenced object.
@@ -196,6 +217,67 @@ unreferenced object 0xffff888006000000 (size 128):
     fn empty_report() {
         assert!(parse("").is_empty());
         assert!(parse("\n").is_empty());
+    }
+
+    /// A one-record report whose backtrace is the allocator, then `frame`,
+    /// then a base-kernel caller.
+    fn leak_at(frame: &str) -> Leak {
+        let report = format!(
+            "\
+unreferenced object 0xffff888007000000 (size 256):
+  comm \"rvram-rdma-test\", pid 400, jiffies 4294900000
+  backtrace (crc 3):
+    kmemleak_alloc+0x4e/0x90
+    __kmalloc_noprof+0x2a4/0x3b0
+    {frame}
+    __x64_sys_ioctl+0x1/0x2
+"
+        );
+        let mut leaks = parse(&report);
+        assert_eq!(leaks.len(), 1);
+        leaks.remove(0)
+    }
+
+    #[test]
+    fn the_series_c_frames_are_ours() {
+        // Built-in code the series adds or changes: no module tag.
+        let ours = [
+            "dma_buf_phys_vec_to_sgt+0x1a0/0x5c0",
+            "dma_buf_free_sgt+0x30/0x120",
+            "ib_umem_odp_map_dma_and_lock+0x2d0/0x9a0",
+            "ib_umem_odp_unmap_dma_pages+0x40/0x200",
+            "ib_umem_dmabuf_get_pinned+0x10/0x80",
+            "rxe_mr_dmabuf_init_user+0x80/0x400",
+            "rxe_reg_user_mr_dmabuf+0x60/0x200",
+            "__rxe_odp_mr_copy+0x10/0x300",
+            "rxe_ib_advise_mr_prefetch+0x20/0x100",
+            "flush_send_wqe+0x40/0x100",
+            "hmm_device_alias+0x70/0x300",
+            "hmm_vma_handle_pte+0x1/0x2",
+            "hmm_alias_test_encoding+0x1/0x2",
+            "migrate_vma_collect_huge_pmd+0x1/0x2",
+            "__ioread64_copy+0x1/0x2",
+            "dmirror_migrate_to_device+0x1/0x2 [test_hmm]",
+            "dmirror_bounce_init+0x1/0x2",
+            "_RNvMNtNtCsabc_6kernel6cgroup4dmemNtB2_6Region6charge+0x1/0x2",
+        ];
+        for frame in ours {
+            assert_eq!(leak_at(frame).ours.as_deref(), Some(frame), "{frame}");
+        }
+        // Their base-kernel neighbours are not ours.
+        let base = [
+            "dma_buf_export+0x1/0x2",
+            "dma_buf_dynamic_attach+0x1/0x2",
+            "ib_umem_get+0x1/0x2",
+            "sg_alloc_append_table_from_pages+0x1/0x2",
+            "migrate_pages+0x1/0x2",
+            "shmem_alloc_folio+0x1/0x2",
+        ];
+        for frame in base {
+            let leak = leak_at(frame);
+            assert_eq!(leak.ours, None, "{frame}");
+            assert_eq!(leak.site, frame);
+        }
     }
 
     #[test]

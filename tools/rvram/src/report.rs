@@ -7,13 +7,21 @@
 //! - `dmesg.txt`: the guest kernel log, absent if the guest died first;
 //! - `console.log`: the serial console captured by the host, the kernel log
 //!   of last resort;
+//! - `console-boot<N>.log`: the consoles of boots that `tools/vm.sh` gave up
+//!   on and retried; a splat there fails the run like one in the last boot,
+//!   except the base kernel's boot storm that the retry is for
+//!   ([`KNOWN_SPLATS`]);
 //! - `expected`: the suite names that must appear, one a line (`kunit:<name>`
 //!   for a KUnit suite in the kernel log);
+//! - `expected-skips`: `<name> <count>` lines, how many cases of a suite
+//!   skip (`any` for a development plan whose cases are the caller's
+//!   choice); a suite skips exactly what is declared, 0 if nothing is;
 //! - `timeout`: present when the host killed the guest;
 //! - `kmemleak.txt`: kmemleak's report after the guest's final scans; a
 //!   leak attributable to the series or rvram fails the run
 //!   ([`crate::kmemleak`]), others are listed.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::fs;
 use std::io;
@@ -22,20 +30,64 @@ use std::path::Path;
 use crate::kmemleak::{self, Leak};
 use crate::ktap::{self, Counts, Outcome, Suite};
 
-/// Kernel log substrings that mark a splat.
+/// Kernel log substrings that mark a splat, taken from the printers of the
+/// base kernel (Linux 7.3). Each is the header of a report; the lines that
+/// follow it are not needed to judge the run.
 const SPLAT_MARKERS: &[&str] = &[
+    // BUG() is "kernel BUG at"; "BUG: " heads KASAN's reports
+    // (mm/kasan/report.c), soft lockups ("watchdog: BUG: soft lockup",
+    // kernel/watchdog.c), workqueue lockups ("BUG: workqueue lockup",
+    // kernel/workqueue.c), sleeping in atomic context, bad page state,
+    // lockdep's "[ BUG: Invalid wait context ]" and MAX_* overflows.
     "BUG:",
+    "kernel BUG at",
     "Oops",
     "general protection fault",
-    "kernel BUG at",
-    "WARNING: possible circular locking dependency",
-    "WARNING: possible recursive locking",
-    "WARNING: suspicious RCU usage",
-    "INFO: possible",
-    "WARNING: CPU:",
-    "UBSAN:",
-    "Kernel panic",
     "RIP:",
+    "Kernel panic",
+    // Before every WARN() and BUG() (CUT_HERE) and UBSAN's reports: still
+    // there when the header line after it is mangled on the console.
+    "[ cut here ]",
+    // WARN_ON() before Linux 6.19 (also matched by is_splat() since then).
+    "WARNING: CPU:",
+    // kernel/locking/lockdep.c: every report is a "WARNING: " title under
+    // a "====" banner (is_splat_after() catches titles not listed here).
+    "WARNING: possible circular locking dependency",
+    "-unsafe lock order detected",
+    "WARNING: possible recursive locking",
+    "WARNING: chain_key collision",
+    "WARNING: inconsistent lock state",
+    "WARNING: possible irq lock inversion dependency",
+    "WARNING: Nested lock was not taken",
+    "WARNING: bad unlock balance",
+    "WARNING: bad contention",
+    "WARNING: held lock freed",
+    " still has locks held!",
+    "WARNING: lock held when returning to user space",
+    "WARNING: suspicious RCU usage",
+    "INFO: trying to register non-static key",
+    // kernel/hung_task.c: "INFO: task comm:pid blocked for more than N
+    // seconds." and the lines naming what it is blocked on.
+    "INFO: task ",
+    // kernel/rcu/tree_stall.h and tree_exp.h: "rcu: INFO: rcu_preempt
+    // detected stalls on CPUs/tasks:", "... self-detected stall on CPU",
+    // "... detected expedited stalls"; kernel/rcu/tasks.h.
+    "rcu: INFO: ",
+    "INFO: rcu_tasks detected stalls",
+    // kernel/watchdog.c (the buddy detector of watchdog_buddy.c):
+    // "watchdog: CPU1: Watchdog detected hard LOCKUP on cpu 0".
+    "Watchdog detected hard LOCKUP",
+    // lib/refcount.c, as the message of its WARN_ONCE().
+    "refcount_t: ",
+    // lib/ubsan.c: "UBSAN: array-index-out-of-bounds in file:line:col".
+    "UBSAN:",
+    // lib/list_debug.c, as the message of its WARN() or before its BUG().
+    "list_add corruption",
+    "list_del corruption",
+    "list_add double add",
+    // mm/debug.c dump_page(): VM_BUG_ON_PAGE(), VM_WARN_ON_FOLIO(), bad
+    // page state, bad page map.
+    "page dumped because: ",
     // warn_alloc() of a vmalloc() a user could ask for (lib/test_hmm's
     // bounce buffer before this series): a stack dump from user input.
     "vmalloc error: size",
@@ -66,12 +118,39 @@ pub struct SuiteRun {
     pub source: Source,
     /// The parsed results.
     pub suite: Suite,
+    /// How many skips `expected-skips` declares for the suite (summed over
+    /// the documents of one `.tap` file); `None` for `any`.
+    pub expected_skips: Option<usize>,
+    /// The suite's skips, summed as `expected_skips` is.
+    pub skips_seen: usize,
 }
 
 impl SuiteRun {
-    /// Whether the suite is complete, nothing failed and it exited with 0.
+    /// Whether the suite is complete, nothing failed, it exited with 0 and
+    /// it skipped what was declared.
     pub fn passed(&self) -> bool {
-        self.suite.ok() && matches!(self.source, Source::Kunit | Source::Tap { rc: Some(0) })
+        self.suite.ok()
+            && matches!(self.source, Source::Kunit | Source::Tap { rc: Some(0) })
+            && self.skips_as_expected()
+    }
+
+    /// Whether the suite skipped exactly as many cases as declared. Fewer
+    /// fails too: a declaration above the real count would let that many
+    /// new skips pass unseen.
+    pub fn skips_as_expected(&self) -> bool {
+        self.expected_skips.is_none_or(|n| n == self.skips_seen)
+    }
+
+    /// Skipped cases, and a whole suite skipped by its plan (`1..0 # SKIP`)
+    /// as one.
+    fn skip_count(&self) -> usize {
+        let suite = &self.suite;
+        let whole = suite.cases.is_empty()
+            && suite
+                .result
+                .as_ref()
+                .is_some_and(|r| r.outcome == Outcome::Skip);
+        suite.counts().skip + usize::from(whole)
     }
 
     /// Notes for the report: why the suite did not pass, apart from its
@@ -103,6 +182,14 @@ impl SuiteRun {
             }
         }
         notes.extend(suite.errors.iter().cloned());
+        // An incomplete suite's count means nothing: it says so above.
+        let counted = suite.complete && !self.skips_as_expected();
+        if let Some(n) = self.expected_skips.filter(|_| counted) {
+            notes.push(format!(
+                "{} skipped, {n} expected (expect_skips in tests/vm/guest.sh)",
+                self.skips_seen
+            ));
+        }
         notes
     }
 }
@@ -127,6 +214,9 @@ pub struct Summary {
     pub kernel_log: &'static str,
     /// Splat lines in the kernel log.
     pub splats: Vec<Splat>,
+    /// The consoles of boots `tools/vm.sh` retried (`console-boot<N>.log`),
+    /// in order, each with its splats.
+    pub retried_boots: Vec<(String, Vec<Splat>)>,
     /// Whether the host killed the guest.
     pub timeout: bool,
     /// kmemleak's unreferenced objects after the final scans.
@@ -141,6 +231,7 @@ impl Summary {
             && self.suites.iter().all(SuiteRun::passed)
             && self.missing.is_empty()
             && self.splats.is_empty()
+            && self.retried_boots.iter().all(|(_, s)| s.is_empty())
             && !self.timeout
             && self.leaks.iter().all(|leak| leak.ours.is_none())
     }
@@ -212,6 +303,8 @@ pub fn summarize(dir: &Path) -> io::Result<Summary> {
                 name: format!("kunit:{}", suite.name),
                 source: Source::Kunit,
                 suite,
+                expected_skips: Some(0),
+                skips_seen: 0,
             }),
     );
 
@@ -224,11 +317,22 @@ pub fn summarize(dir: &Path) -> io::Result<Summary> {
         .map(String::from)
         .collect();
 
+    let skips = read_optional(&dir.join("expected-skips"))?.unwrap_or_default();
+    check_skips(&mut suites, &parse_expected_skips(&skips));
+
+    let mut retried_boots = Vec::new();
+    for name in boot_consoles(dir)? {
+        let text = read_optional(&dir.join(&name))?.unwrap_or_default();
+        // tools/vm.sh killed these guests: their last lines may be cut.
+        retried_boots.push((name, splats_in(&text, true)));
+    }
+
     Ok(Summary {
         suites,
         missing,
         kernel_log,
         splats: splat_lines,
+        retried_boots,
         timeout: dir.join("timeout").try_exists()?,
         leaks: kmemleak::parse(&read_optional(&dir.join("kmemleak.txt"))?.unwrap_or_default()),
     })
@@ -239,6 +343,66 @@ pub fn summarize(dir: &Path) -> io::Result<Summary> {
 fn runs_as(run: &str, name: &str) -> bool {
     run.strip_prefix(name)
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// `expected-skips`: `<name> <count>` or `<name> any` a line, `#` comments.
+/// A malformed count reads as 0: the suite then fails if it skips at all.
+fn parse_expected_skips(text: &str) -> Vec<(String, Option<usize>)> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| {
+            let (name, count) = l.split_once(char::is_whitespace)?;
+            let count = match count.trim() {
+                "any" => None,
+                n => Some(n.parse().unwrap_or(0)),
+            };
+            Some((name.to_string(), count))
+        })
+        .collect()
+}
+
+/// Holds each suite to its declared skip count, 0 when undeclared. The
+/// documents of one `.tap` file (`<name>/<document>`), and the runs of one
+/// KUnit suite loaded several times, share their count.
+fn check_skips(suites: &mut [SuiteRun], declared: &[(String, Option<usize>)]) {
+    let group = |run: &SuiteRun| -> (String, Option<usize>) {
+        declared
+            .iter()
+            .rev()
+            .find(|(name, _)| runs_as(&run.name, name))
+            .map_or((run.name.clone(), Some(0)), |(name, n)| (name.clone(), *n))
+    };
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for run in suites.iter() {
+        *seen.entry(group(run).0).or_default() += run.skip_count();
+    }
+    for run in suites.iter_mut() {
+        let (name, n) = group(run);
+        run.expected_skips = n;
+        run.skips_seen = seen[&name];
+    }
+}
+
+/// The `console-boot<N>.log` files in `dir`, by boot.
+fn boot_consoles(dir: &Path) -> io::Result<Vec<String>> {
+    let entries = match fs::read_dir(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        entries => entries?,
+    };
+    let mut boots = Vec::new();
+    for entry in entries {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        let n = name
+            .strip_prefix("console-boot")
+            .and_then(|r| r.strip_suffix(".log"));
+        if let Some(n) = n {
+            // A name that is not a number still is a console: read it last.
+            boots.push((n.parse().unwrap_or(usize::MAX), name));
+        }
+    }
+    boots.sort();
+    Ok(boots.into_iter().map(|(_, name)| name).collect())
 }
 
 /// Parses `dir/*.tap` with their `.rc` files.
@@ -291,6 +455,8 @@ fn tap_suites(dir: &Path) -> io::Result<Vec<SuiteRun>> {
             },
             source: source.clone(),
             suite,
+            expected_skips: Some(0),
+            skips_seen: 0,
         }));
     }
     Ok(runs)
@@ -307,7 +473,7 @@ fn read_optional(path: &Path) -> io::Result<Option<String>> {
 }
 
 /// Splats of the base kernel that are not ours and not under test, as
-/// (first line, a line that must follow within [`KNOWN_SPAN`] lines).
+/// (first line, a line of the same report).
 ///
 /// - With 5-level paging, an interrupt that arrives while `identify_cpu()`
 ///   has cleared `boot_cpu_data`'s capabilities sees
@@ -316,38 +482,82 @@ fn read_optional(path: &Path) -> io::Result<Option<String>> {
 ///   `do_raw_spin_lock()` from `handle_edge_irq()`, seen intermittently
 ///   on stock 7.3.4 code under QEMU TCG. `tools/vm.sh` boots with
 ///   `no5lvl`, which closes the window; a report that still shows up is
-///   not ours. The guest boots with `kasan_multi_shot`, so it cannot hide
-///   a later report.
-const KNOWN_SPLATS: &[(&str, &str)] = &[(
-    "BUG: KASAN: wild-memory-access in do_raw_spin_lock",
-    "identify_boot_cpu",
-)];
+///   not ours. Reports that keep coming stall the boot: `tools/vm.sh`
+///   kills it, keeps its console as `console-boot<N>.log` and boots again.
+///   These reports are left out there too, and nothing else is: the guest
+///   boots with `kasan_multi_shot`, so they cannot hide a later report.
+///   Any wild access the handler makes in that window is the same storm
+///   (do_raw_spin_lock() is the one seen), and none can be ours: nothing
+///   of the series or rvram runs before `identify_boot_cpu()` returns.
+const KNOWN_SPLATS: &[(&str, &str)] =
+    &[("BUG: KASAN: wild-memory-access in ", "identify_boot_cpu")];
 
-/// How many lines after a known splat belong to its report.
+/// How many lines a known splat's report spans at most, when KASAN's closing
+/// banner does not end it sooner.
 const KNOWN_SPAN: usize = 60;
+
+/// Whether `line` is a banner of `=` (KASAN's, lockdep's).
+fn is_banner(line: &str) -> bool {
+    let t = strip_timestamp(line).trim_end();
+    t.len() >= 20 && t.bytes().all(|b| b == b'=')
+}
+
+/// If a report of [`KNOWN_SPLATS`] starts at `lines[i]`, the index of the
+/// first line after it. `complete` records the kinds seen whole so far.
+///
+/// A report ends at the next banner, or after [`KNOWN_SPAN`] lines, and is
+/// known if its context line is in it. In the console of a guest that
+/// `tools/vm.sh` killed (`killed`), which it does in the middle of the
+/// storm, one cut short by the end of the log is known if a whole one of
+/// the same kind came before it.
+fn known_report(lines: &[&str], i: usize, killed: bool, complete: &mut [bool]) -> Option<usize> {
+    for (k, (first, ctx)) in KNOWN_SPLATS.iter().enumerate() {
+        if !lines[i].contains(first) {
+            continue;
+        }
+        let cap = (i + KNOWN_SPAN).min(lines.len());
+        let closing = (i + 1..cap).find(|&j| is_banner(lines[j]));
+        let end = closing.map_or(cap, |j| j + 1);
+        if lines[i..end].iter().any(|l| l.contains(ctx)) {
+            complete[k] = true;
+            return Some(end);
+        }
+        if killed && closing.is_none() && end == lines.len() && complete[k] {
+            return Some(end);
+        }
+    }
+    None
+}
 
 /// Finds the splat lines in a kernel log, leaving out the reports of
 /// [`KNOWN_SPLATS`].
 fn splats(log: &str) -> Vec<Splat> {
+    splats_in(log, false)
+}
+
+/// [`splats`] of a log that ends where `tools/vm.sh` killed the guest
+/// (`killed`), or not.
+fn splats_in(log: &str, killed: bool) -> Vec<Splat> {
     let lines: Vec<&str> = log.lines().collect();
     let mut out = Vec::new();
-    let mut skip_until = 0;
-    for (i, line) in lines.iter().enumerate() {
-        if i < skip_until || !is_splat(line) {
+    let mut complete = vec![false; KNOWN_SPLATS.len()];
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        let after_banner = i > 0 && is_splat_after(lines[i - 1], line);
+        if !is_splat(line) && !after_banner {
+            i += 1;
             continue;
         }
-        let end = (i + KNOWN_SPAN).min(lines.len());
-        let known = KNOWN_SPLATS.iter().any(|(first, ctx)| {
-            line.contains(first) && lines[i..end].iter().any(|l| l.contains(ctx))
-        });
-        if known {
-            skip_until = end;
+        if let Some(end) = known_report(&lines, i, killed, &mut complete) {
+            i = end;
             continue;
         }
         out.push(Splat {
             line: i + 1,
             text: line.trim_end().to_string(),
         });
+        i += 1;
     }
     out
 }
@@ -368,6 +578,17 @@ fn is_splat(line: &str) -> bool {
     SPLAT_MARKERS.iter().any(|marker| line.contains(marker))
         // WARN_ON() since Linux 6.19: "WARNING: file:line at func, CPU#0: comm/pid".
         || (line.contains("WARNING: ") && line.contains(", CPU#"))
+}
+
+/// Whether `line` is the title of a report under the banner `prev`: lockdep
+/// (and KASAN, KCSAN, KFENCE) print a line of `=` and then a "WARNING: " or
+/// "BUG: " title, so a title [`SPLAT_MARKERS`] does not know is still caught.
+fn is_splat_after(prev: &str, line: &str) -> bool {
+    let title = strip_timestamp(line);
+    is_banner(prev)
+        && ["WARNING: ", "BUG: ", "[ BUG: "]
+            .iter()
+            .any(|t| title.starts_with(t))
 }
 
 /// One `PASS`/`FAIL` line per suite with its counts and notes, its failed
@@ -417,6 +638,26 @@ impl fmt::Display for Summary {
             }
             if self.splats.len() > SHOWN_SPLATS {
                 writeln!(f, "      ... and {} more", self.splats.len() - SHOWN_SPLATS)?;
+            }
+        }
+        for (name, splats) in &self.retried_boots {
+            if splats.is_empty() {
+                writeln!(
+                    f,
+                    "note: {name}: a boot tools/vm.sh retried, no splat apart from the known storm"
+                )?;
+                continue;
+            }
+            writeln!(
+                f,
+                "SPLAT {} kernel log line(s) in {name}, a boot tools/vm.sh retried:",
+                splats.len()
+            )?;
+            for splat in splats.iter().take(SHOWN_SPLATS) {
+                writeln!(f, "      {}: {}", splat.line, splat.text)?;
+            }
+            if splats.len() > SHOWN_SPLATS {
+                writeln!(f, "      ... and {} more", splats.len() - SHOWN_SPLATS)?;
             }
         }
         if self.timeout {
@@ -576,6 +817,7 @@ Run /init as init process
             .suite("rvram-probe", "TAP version 13\n1..1\nok 1 probe\n", "0\n")
             .file("dmesg.txt", &kunit_log())
             .file("expected", "hmm-tests-test_hmm\nrvram-probe\nkunit:rvram\n")
+            .file("expected-skips", "# its 3 skips\nhmm-tests-test_hmm 3\n")
     }
 
     fn names(summary: &Summary) -> Vec<&str> {
@@ -621,11 +863,13 @@ Run /init as init process
 
     #[test]
     fn skip_reasons() {
-        let run = passing_run().suite(
-            "zswap",
-            "TAP version 13\n1..0 # SKIP zswap not enabled\n",
-            "0\n",
-        );
+        let run = passing_run()
+            .suite(
+                "zswap",
+                "TAP version 13\n1..0 # SKIP zswap not enabled\n",
+                "0\n",
+            )
+            .file("expected-skips", "hmm-tests-test_hmm 3\nzswap 1\n");
         let s = run.summary();
         assert_eq!(
             s.skips(),
@@ -811,6 +1055,257 @@ Kernel panic - not syncing: Fatal exception
         assert_eq!(splats(other).len(), 1);
     }
 
+    /// One report of the boot storm, as KASAN prints it (banners included).
+    const STORM: &str = "\
+==================================================================
+BUG: KASAN: wild-memory-access in do_raw_spin_lock+0xb6/0x1f0
+Read of size 4 at addr 1fffffff8396f8e4 by task swapper/0/0
+
+CPU: 0 UID: 0 PID: 0 Comm: swapper/0 Not tainted 7.3.4-rvram #1 PREEMPT(full)
+Hardware name: QEMU Standard PC (Q35 + ICH9, 2009), BIOS 1.16.3-debian-1.16.3-2 04/01/2014
+Call Trace:
+ <IRQ>
+ dump_stack_lvl+0x68/0x90
+ kasan_report+0xc5/0x100
+ do_raw_spin_lock+0xb6/0x1f0
+ handle_edge_irq+0x3a/0x7c0
+ __common_interrupt+0x8c/0x170
+ common_interrupt+0x7b/0xa0
+ </IRQ>
+ <TASK>
+ asm_common_interrupt+0x26/0x40
+RIP: 0010:identify_cpu+0x4e9/0x3430
+Code: 48 89 df e8 00 00 00 00 48 8b 43 08
+RSP: 0000:ffffffff83807e48 EFLAGS: 00000246
+ identify_boot_cpu+0xd/0xa0
+ arch_cpu_finalize_init+0x9/0x80
+ start_kernel+0x3d9/0x450
+ </TASK>
+==================================================================
+";
+
+    /// `reports` reports of the storm, as a console with timestamps.
+    fn storm(reports: usize) -> String {
+        dmesg(&STORM.repeat(reports))
+    }
+
+    #[test]
+    fn a_splat_in_a_retried_boot_fails_the_run() {
+        let boot = dmesg("Linux version 7.3.4-rvram\nBUG: KASAN: use-after-free in rvram_probe+0x10/0x20 [rvram]\n");
+        let s = passing_run().file("console-boot1.log", &boot).summary();
+        assert!(s.splats.is_empty());
+        assert_eq!(s.retried_boots.len(), 1);
+        assert_eq!(s.retried_boots[0].0, "console-boot1.log");
+        assert_eq!(s.retried_boots[0].1.len(), 1);
+        assert_eq!(s.retried_boots[0].1[0].line, 2);
+        assert!(!s.ok());
+        let text = s.to_string();
+        assert!(text.contains(
+            "SPLAT 1 kernel log line(s) in console-boot1.log, a boot tools/vm.sh retried:\n      2: [    1.000001] BUG: KASAN: use-after-free in rvram_probe"
+        ));
+        assert!(text.ends_with("FAIL\n"));
+    }
+
+    #[test]
+    fn the_storm_of_a_retried_boot_is_excused_and_nothing_else() {
+        // Two whole reports, then one cut short where tools/vm.sh killed
+        // the guest.
+        let whole = storm(2);
+        let cut: String = dmesg(STORM)
+            .lines()
+            .take(12)
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let boot = format!("{whole}{cut}");
+        let s = passing_run().file("console-boot1.log", &boot).summary();
+        assert_eq!(s.retried_boots[0].1, []);
+        assert!(s.ok());
+        assert!(s.to_string().contains(
+            "note: console-boot1.log: a boot tools/vm.sh retried, no splat apart from the known storm\n"
+        ));
+
+        // Anything else in the same console still fails the run.
+        let other = dmesg("======================================================\nWARNING: inconsistent lock state\n");
+        let s = passing_run()
+            .file("console-boot1.log", &format!("{whole}{other}{cut}"))
+            .summary();
+        let found: Vec<_> = s.retried_boots[0]
+            .1
+            .iter()
+            .map(|s| strip_timestamp(&s.text))
+            .collect();
+        assert_eq!(found, ["WARNING: inconsistent lock state"]);
+        assert!(!s.ok());
+    }
+
+    #[test]
+    fn a_cut_report_is_the_storm_only_after_a_whole_one_in_a_killed_boot() {
+        let cut: String = dmesg(STORM)
+            .lines()
+            .take(12)
+            .map(|l| format!("{l}\n"))
+            .collect();
+        // Without a whole report before it, a cut one cannot be told from
+        // a wild access elsewhere.
+        let found = splats_in(&cut, true);
+        assert_eq!(found.len(), 1);
+        assert!(found[0]
+            .text
+            .contains("wild-memory-access in do_raw_spin_lock"));
+        // A log that tools/vm.sh did not cut short ends where the guest
+        // did: a report cut there is a splat, storm or not.
+        let log = storm(1) + &cut;
+        assert_eq!(splats_in(&log, true), []);
+        assert_eq!(splats(&log).len(), 1);
+    }
+
+    #[test]
+    fn the_storm_is_any_wild_access_in_the_window() {
+        let other = STORM.replace(
+            "in do_raw_spin_lock+0xb6/0x1f0\nRead",
+            "in handle_edge_irq+0x3a/0x7c0\nRead",
+        );
+        assert_ne!(other, STORM);
+        assert_eq!(splats(&dmesg(&other)), []);
+        // Other KASAN reports there are not the storm.
+        let uaf = STORM.replace("wild-memory-access", "slab-use-after-free");
+        let found = splats(&dmesg(&uaf));
+        assert!(found[0]
+            .text
+            .contains("slab-use-after-free in do_raw_spin_lock"));
+    }
+
+    #[test]
+    fn a_known_report_ends_at_its_banner() {
+        // The storm leaves out its own report, not a splat right after it.
+        let log = storm(1) + &dmesg("RIP: 0010:rvram_map+0x1/0x2 [rvram]\n");
+        let found = splats(&log);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].line, STORM.lines().count() + 1);
+    }
+
+    #[test]
+    fn every_retried_boot_is_read_in_order() {
+        let splat = dmesg("Kernel panic - not syncing: Fatal exception\n");
+        let s = passing_run()
+            .file("console-boot2.log", &splat)
+            .file("console-boot10.log", "")
+            .file("console-boot1.log", &storm(1))
+            .file("console-boot1.txt", &splat)
+            .summary();
+        let boots: Vec<_> = s
+            .retried_boots
+            .iter()
+            .map(|(n, s)| (n.as_str(), s.len()))
+            .collect();
+        assert_eq!(
+            boots,
+            [
+                ("console-boot1.log", 0),
+                ("console-boot2.log", 1),
+                ("console-boot10.log", 0)
+            ]
+        );
+        assert!(!s.ok());
+    }
+
+    fn skip_note(s: &Summary, name: &str) -> Option<String> {
+        let run = s.suites.iter().find(|r| r.name == name).unwrap();
+        run.notes().into_iter().find(|n| n.contains("expected"))
+    }
+
+    #[test]
+    fn more_skips_than_declared_fail_the_suite() {
+        let s = passing_run()
+            .file("expected-skips", "hmm-tests-test_hmm 2\n")
+            .summary();
+        assert!(!s.suites[0].passed());
+        assert!(s.suites[0].suite.ok());
+        assert!(!s.ok());
+        assert!(s.to_string().contains(
+            "FAIL  hmm-tests-test_hmm              5 pass    3 skip    0 fail  (3 skipped, 2 expected (expect_skips in tests/vm/guest.sh))\n"
+        ));
+    }
+
+    #[test]
+    fn fewer_skips_than_declared_fail_the_suite() {
+        let s = passing_run()
+            .file("expected-skips", "hmm-tests-test_hmm 4\n")
+            .summary();
+        assert!(!s.suites[0].passed());
+        assert_eq!(
+            skip_note(&s, "hmm-tests-test_hmm").unwrap(),
+            "3 skipped, 4 expected (expect_skips in tests/vm/guest.sh)"
+        );
+        assert!(!s.ok());
+    }
+
+    #[test]
+    fn an_undeclared_suite_may_not_skip() {
+        let tap = "TAP version 13\n1..2\nok 1 a\nok 2 b # SKIP no memory cgroup\n";
+        let s = passing_run().suite("rvram-abuse", tap, "0\n").summary();
+        let abuse = s.suites.iter().find(|r| r.name == "rvram-abuse").unwrap();
+        assert_eq!(abuse.expected_skips, Some(0));
+        assert!(!abuse.passed());
+        assert!(!s.ok());
+        // Nor a whole suite that skips by its plan.
+        let s = passing_run()
+            .suite(
+                "zswap",
+                "TAP version 13\n1..0 # SKIP zswap not enabled\n",
+                "0\n",
+            )
+            .summary();
+        assert_eq!(
+            skip_note(&s, "zswap").unwrap(),
+            "1 skipped, 0 expected (expect_skips in tests/vm/guest.sh)"
+        );
+        assert!(!s.ok());
+    }
+
+    #[test]
+    fn a_kunit_skip_fails_unless_declared() {
+        let log = kunit_log().replace("ok 2 rvram_migrate", "ok 2 rvram_migrate # SKIP no P2PDMA");
+        let s = passing_run().file("dmesg.txt", &log).summary();
+        assert!(!s.ok());
+        assert!(skip_note(&s, "kunit:rvram").is_some());
+        let s = passing_run()
+            .file("dmesg.txt", &log)
+            .file("expected-skips", "hmm-tests-test_hmm 3\nkunit:rvram 1\n")
+            .summary();
+        assert!(s.ok());
+    }
+
+    #[test]
+    fn any_skips_and_documents_of_one_file() {
+        let s = passing_run()
+            .file("expected-skips", "hmm-tests-test_hmm any\n")
+            .summary();
+        assert_eq!(s.suites[0].expected_skips, None);
+        assert!(s.ok());
+
+        // The documents of one .tap file share its count.
+        let tap = "TAP version 13\n1..1\nok 1 a # SKIP x\nTAP version 13\n1..1\nok 1 b # SKIP y\n";
+        let run = Run::new().suite("pair", tap, "0\n");
+        let s = run.file("expected-skips", "pair 2\n").summary();
+        assert!(s.suites.iter().all(SuiteRun::passed));
+        let s = Run::new()
+            .suite("pair", tap, "0\n")
+            .file("expected-skips", "pair 1\n")
+            .summary();
+        assert!(!s.suites.iter().any(SuiteRun::passed));
+    }
+
+    #[test]
+    fn an_incomplete_suite_has_no_skip_note() {
+        let tap: String = HMM.lines().take(7).map(|l| format!("{l}\n")).collect();
+        let s = passing_run()
+            .suite("hmm-tests-test_hmm", &tap, "0\n")
+            .summary();
+        assert!(!s.suites[0].passed());
+        assert_eq!(skip_note(&s, "hmm-tests-test_hmm"), None);
+    }
+
     #[test]
     fn a_splat_in_both_logs_is_counted_once() {
         let line = "[    5.000000] BUG: KASAN: use-after-free in f+0x1/0x2\n";
@@ -846,28 +1341,125 @@ Read of size 8 at addr ffff888003a4c010 by task hmm-tests/231
 
     #[test]
     fn splat_markers() {
+        // Each as the base kernel's printer formats it, with a timestamp.
         let splat = [
-            "[   1.0] WARNING: kernel/rvram.c:42 at rvram_map+0x10/0x20, CPU#1: hmm-tests/200",
-            "[   1.0] WARNING: CPU: 0 PID: 1 at mm/hmm.c:100 hmm_range_fault+0x1/0x2",
-            "[   1.0] WARNING: possible circular locking dependency detected",
-            "[   1.0] WARNING: possible recursive locking detected",
-            "[   1.0] WARNING: suspicious RCU usage",
-            "[   1.0] INFO: possible irq lock inversion dependency detected",
-            "[   1.0] kernel BUG at mm/migrate.c:123!",
-            "[   1.0] Oops: general protection fault, probably for non-canonical address",
-            "[   1.0] UBSAN: shift-out-of-bounds in drivers/gpu/rvram.c:10:5",
-            "[   1.0] BUG: sleeping function called from invalid context",
-            "[   1.0] hmm-race: vmalloc error: size 4503599627370496, exceeds total pages, mode:0xcc0(GFP_KERNEL)",
+            // kernel/panic.c __warn(), since 6.19 and before.
+            "[   12.345678] WARNING: drivers/rvram/rvram.rs:42 at rvram_map+0x10/0x20, CPU#1: hmm-tests/200",
+            "[   12.345678] WARNING: at rvram_map+0x10/0x20, CPU#0: hmm-tests/200",
+            "[   12.345678] WARNING: CPU: 0 PID: 1 at mm/hmm.c:100 hmm_range_fault+0x1/0x2",
+            "[   12.345678] ------------[ cut here ]------------",
+            // kernel/locking/lockdep.c.
+            "[   12.345678] WARNING: possible circular locking dependency detected",
+            "[   12.345678] WARNING: HARDIRQ-safe -> HARDIRQ-unsafe lock order detected",
+            "[   12.345678] WARNING: possible recursive locking detected",
+            "[   12.345678] WARNING: chain_key collision",
+            "[   12.345678] WARNING: inconsistent lock state",
+            "[   12.345678] WARNING: possible irq lock inversion dependency detected",
+            "[   12.345678] [ BUG: Invalid wait context ]",
+            "[   12.345678] WARNING: Nested lock was not taken",
+            "[   12.345678] WARNING: bad unlock balance detected!",
+            "[   12.345678] WARNING: bad contention detected!",
+            "[   12.345678] WARNING: held lock freed!",
+            "[   12.345678] WARNING: hmm-race/231 still has locks held!",
+            "[   12.345678] WARNING: lock held when returning to user space!",
+            "[   12.345678] WARNING: suspicious RCU usage",
+            "[   12.345678] INFO: trying to register non-static key.",
+            "[   12.345678] BUG: MAX_LOCKDEP_CHAINS too low!",
+            // kernel/hung_task.c.
+            "[  246.000001] INFO: task hmm-race:231 blocked for more than 122 seconds.",
+            "[  246.000001] INFO: task kworker/u8:1:40 blocked in I/O wait for more than 122 seconds.",
+            "[  246.000002] INFO: task hmm-race:231 is blocked on a mutex likely owned by task hmm-race:230.",
+            // kernel/rcu/tree_stall.h, tree_exp.h, tasks.h.
+            "[   80.100000] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:",
+            "[   80.100000] rcu: INFO: rcu_sched detected stalls on CPUs/tasks:",
+            "[   80.100000] rcu: INFO: rcu_preempt self-detected stall on CPU",
+            "[   80.100000] rcu: INFO: rcu_preempt detected expedited stalls on CPUs/tasks: { 1-... } 21003 jiffies s: 73 root: 0x2/.",
+            "[   80.100000] INFO: rcu_tasks detected stalls on tasks:",
+            // kernel/watchdog.c (buddy and soft lockup detectors).
+            "[   50.000000] watchdog: CPU1: Watchdog detected hard LOCKUP on cpu 0",
+            "[   50.000000] watchdog: BUG: soft lockup - CPU#0 stuck for 26s! [hmm-race:231]",
+            // kernel/workqueue.c.
+            "[   50.000000] BUG: workqueue lockup - pool cpus=0 node=0 flags=0x0 nice=0 stuck for 35s!",
+            // lib/refcount.c, the message of its WARN_ONCE().
+            "[   12.345678] refcount_t: underflow; use-after-free.",
+            "[   12.345678] refcount_t: saturated; leaking memory.",
+            "[   12.345678] refcount_t: addition on 0; use-after-free.",
+            "[   12.345678] refcount_t: decrement hit 0; leaking memory.",
+            // lib/ubsan.c.
+            "[   12.345678] UBSAN: array-index-out-of-bounds in drivers/infiniband/sw/rxe/rxe_odp.c:210:9",
+            "[   12.345678] UBSAN: shift-out-of-bounds in mm/hmm.c:301:23",
+            // mm/kasan/report.c.
+            "[   12.345678] BUG: KASAN: slab-use-after-free in rvram_free+0x2c/0x60 [rvram]",
+            // lib/list_debug.c.
+            "[   12.345678] list_add corruption. next->prev should be prev (ffff888003a4c010), but was 0000000000000000. (next=ffff888003a4c020).",
+            "[   12.345678] list_del corruption, ffff888003a4c010->next is LIST_POISON1 (dead000000000100)",
+            "[   12.345678] list_add double add: new=ffff888003a4c010, prev=ffff888003a4c010, next=ffff888003a4c020.",
+            // mm/debug.c, mmdebug.h.
+            "[   12.345678] page dumped because: VM_BUG_ON_FOLIO(!folio_test_locked(folio))",
+            "[   12.345678] kernel BUG at mm/migrate.c:123!",
+            "[   12.345678] BUG: Bad page state in process hmm-tests  pfn:10a000",
+            // Oopses, panics.
+            "[   12.345678] Oops: general protection fault, probably for non-canonical address 0xdffffc0000000002: 0000 [#1] SMP KASAN NOPTI",
+            "[   12.345678] BUG: kernel NULL pointer dereference, address: 0000000000000010",
+            "[   12.345678] RIP: 0010:rvram_migrate_to_ram+0x4f/0x120 [rvram]",
+            "[   12.345678] Kernel panic - not syncing: Fatal exception",
+            "[   12.345678] BUG: sleeping function called from invalid context at mm/migrate.c:1500",
+            "[   12.345678] hmm-race: vmalloc error: size 4503599627370496, exceeds total pages, mode:0xcc0(GFP_KERNEL)",
         ];
         let benign = [
-            "[   1.0] kmemleak: Kernel memory leak detector initialized",
+            "[    0.000000] Kernel command line: no5lvl oops=panic panic=-1 kasan_multi_shot modprobe.blacklist=rvram log_buf_len=4M",
+            "[    0.000000] rcu: Preemptible hierarchical RCU implementation.",
+            "[    0.000000] rcu: \tRCU CPU stall warnings timeout set to 60 (rcu_cpu_stall_timeout).",
+            "[    0.100000] Lock dependency validator: Copyright (c) 2006 Red Hat, Inc., Ingo Molnar",
+            "[    0.100000] ... MAX_LOCKDEP_CHAINS:      262144",
+            "[    0.200000] NMI watchdog: Perf NMI watchdog permanently disabled",
+            "[    0.200000] watchdog: Delayed init of the lockup detector failed: -19",
+            "[    1.000000] workqueue: rvram_evict hogged CPU for >10000us 4 times, consider switching to WQ_UNBOUND",
+            "[    1.0] kmemleak: Kernel memory leak detector initialized",
             // Judged from kmemleak.txt, by whose leak it is.
             "[   1.0] kmemleak: 2 new suspected memory leaks (see /sys/kernel/debug/kmemleak)",
             "[   1.0] WARNING: unrelated userspace message",
             "[   1.0] rvram: probe ok",
+            "[   12.0] rvram-guest: plan single: start",
+            "[   12.0] rvram-guest: suite hmm-tests-test_hmm: rc 0",
+            "[   12.0] rvram 0000:03:00.0: rvram0: 256 MiB of VRAM in BAR2 (65536 pages, device-private)",
+            "[   12.0] rvram 0000:03:00.0: rvram0: removed, 0 pages evicted",
+            "[   12.0] sysrq: Show Blocked State",
+            "[   12.0] task:hmm-race        state:D stack:0     pid:231   tgid:231   ppid:1      flags:0x00004002",
+            "[   12.0] ==================================================================",
+            "[   12.0] page: refcount:1 mapcount:0 mapping:0000000000000000 index:0x0 pfn:0x10a000",
         ];
-        assert!(splat.iter().all(|l| is_splat(l)));
-        assert!(!benign.iter().any(|l| is_splat(l)));
+        for line in splat {
+            assert!(is_splat(line), "not caught: {line}");
+        }
+        for line in benign {
+            assert!(!is_splat(line), "caught: {line}");
+        }
+    }
+
+    #[test]
+    fn a_title_under_a_banner_is_a_splat() {
+        let banner = "[   12.345678] ======================================================";
+        // A lockdep title no marker lists.
+        assert!(is_splat_after(
+            banner,
+            "[   12.345679] WARNING: some new lockdep report"
+        ));
+        assert!(is_splat_after(
+            banner,
+            "[   12.345679] BUG: KCSAN: data-race in f / g"
+        ));
+        assert!(!is_splat_after(
+            banner,
+            "[   12.345679] rvram: a line after a banner"
+        ));
+        assert!(!is_splat_after(
+            "[   12.0] x",
+            "[   12.345679] WARNING: some new lockdep report"
+        ));
+        let log = format!("{banner}\n[   12.345679] WARNING: some new lockdep report\n");
+        assert_eq!(splats(&log).len(), 1);
+        assert_eq!(splats(&log)[0].line, 2);
     }
 
     const LEAK_OURS: &str = "\
