@@ -48,26 +48,37 @@ tap_eq "P2PDMA memory registered for the private GPUs only" 2 \
 	"$(log | grep -c 'added peer-to-peer DMA memory')"
 
 out=$("$RVRAM_GUEST_BIN/rvram-coherent" /dev/rvram2)
+rc=$?
 tap_relay "rvram2: " "$out"
+# A crash after its last point, or before its first, shows only here.
+tap_eq "rvram-coherent exited cleanly" 0 "$rc"
 
 # Unbind while a file holds the GPU: the pages are evicted, the pagemap
 # (and its claim on the BAR) lives until the file is closed, and a bind
 # meanwhile fails with a log line instead of mapping the BAR twice.
 pci=$(pci_of rvram2)
+tap_check "rvram2's PCI address is in its probe line ($pci)" test -n "$pci"
+# sysfs writes report the driver's error as the write's.
+sysfs_write() { echo "$2" > "$1"; }
+fails() { ! "$@"; }
+# Without the file held, the failed bind below would test nothing.
 exec 3<> /dev/rvram2
-echo "$pci" > "$DRV/unbind"
-tap_check "unbind rvram2 with a file open" test ! -e "$DRV/$pci"
-echo "$pci" > "$DRV/bind" 2> /dev/null
-tap_check "bind while the old pagemap is held fails" test ! -e "$DRV/$pci"
+tap_eq "open /dev/rvram2 and hold it" 0 $?
+tap_check "unbind rvram2 with a file open" sysfs_write "$DRV/unbind" "$pci"
+tap_check "... it is unbound" test ! -e "$DRV/$pci"
+tap_check "bind while the old pagemap is held fails" fails sysfs_write "$DRV/bind" "$pci"
+tap_check "... and leaves it unbound" test ! -e "$DRV/$pci"
 tap_check "... with a log line" grep -q "$pci: cannot map BAR2 as device-coherent memory" <(log)
 tap_check "... and EBUSY" grep -q "$pci: probe with driver rvram failed with error -16" <(log)
 exec 3>&-
-echo "$pci" > "$DRV/bind"
-tap_check "bind after the file is closed" test -e "$DRV/$pci"
+tap_check "bind after the file is closed" sysfs_write "$DRV/bind" "$pci"
+tap_check "... it is bound" test -e "$DRV/$pci"
 tap_check "rvram2 is device-coherent again" \
 	test "$(log | grep -c 'rvram2: .*, device-coherent)')" -eq 2
 out=$("$RVRAM_GUEST_BIN/rvram-coherent" /dev/rvram2)
+rc=$?
 tap_relay "rvram2 after rebind: " "$out"
+tap_eq "rvram-coherent after rebind exited cleanly" 0 "$rc"
 
 tap_check "rmmod rvram" rmmod rvram
 tap_check "BAR2 is released on rmmod" test "$(grep -ci 'device-coherent' /proc/iomem)" -eq 0
