@@ -23,17 +23,18 @@ if [ ! -x "$out" ] || [ -n "$(find "$mm" "$src/lib/test_hmm_uapi.h" "$inc" -newe
 		-lrt -lpthread -lm
 fi
 # Our own in-guest C programs, rebuilt when they or a header they may
-# include changed.
+# include changed. By content, not time: checkouts share this directory
+# (a clean clone's CI run builds here too), and a binary built from
+# another checkout can be newer than this one's changed source.
 headers=("$RVRAM_TOP/tests/vm/src/dmirror.h" "$RVRAM_TOP/tests/odp-dma/odp_dma_uapi.h"
 	"$RVRAM_TOP/drivers/rvram/include/uapi/misc/rvram.h")
 for c in "$RVRAM_TOP"/tests/vm/src/*.c; do
 	bin=$(dirname "$out")/$(basename "$c" .c)
-	stale=0
-	for f in "$c" "${headers[@]}"; do
-		[ "$f" -nt "$bin" ] && stale=1
-	done
-	if [ ! -x "$bin" ] || [ $stale = 1 ]; then
+	sum=$(cat "$c" "${headers[@]}" | sha256sum | cut -d' ' -f1)
+	if [ ! -x "$bin" ] || [ "$(cat "$bin.sha256" 2>/dev/null)" != "$sum" ]; then
+		rm -f "$bin.sha256"
 		gcc -O2 -Wall -Werror -o "$bin" "$c"
+		echo "$sum" > "$bin.sha256"
 	fi
 done
 echo "$out"
