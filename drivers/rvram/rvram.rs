@@ -71,6 +71,8 @@ struct Registry {
     gpus: [Option<Arc<Gpu>>; NAMES.len()],
     /// Bit `i` is set while a probe holds index `i` ([`Slot`]).
     probing: u32,
+    /// Unbound GPUs whose VRAM pages were still in use ([`retire`]).
+    retired: KVec<Arc<Gpu>>,
 }
 
 kernel::sync::global_lock! {
@@ -79,6 +81,7 @@ kernel::sync::global_lock! {
         root: None,
         gpus: [const { None }; NAMES.len()],
         probing: 0,
+        retired: KVec::new(),
     };
 }
 
@@ -484,43 +487,124 @@ impl Gpu {
         }
     }
 
-    /// Moves every page out of VRAM; `EBUSY` if some stay pinned.
+    /// Moves every page out of VRAM, retrying what cannot move for up to
+    /// [`EVICT_PATIENCE`]; `EBUSY` if some pages are still in use then.
     fn evict_all(&self) -> Result<usize> {
         with_vram!(&self.vram, pm => Self::evict_pagemap(pm))
     }
 
     fn evict_pagemap<T: VramKind>(pm: &Pagemap<T>) -> Result<usize> {
+        let start = Instant::<Monotonic>::now();
         let mut total = 0;
-        for _ in 0..100 {
+        loop {
+            for first in (0..pm.nr_pages()).step_by(EVICT_CHUNK) {
+                if pm.nr_used() == 0 {
+                    return Ok(total);
+                }
+                let count = EVICT_CHUNK.min(pm.nr_pages() - first);
+                // Out of memory for the round's arrays: the next try may
+                // have it.
+                total += Self::evict_range(pm, first, count).unwrap_or(0);
+            }
             if pm.nr_used() == 0 {
                 return Ok(total);
             }
-            let mut ev = Eviction::collect(pm, 0, pm.nr_pages())?;
-            for i in 0..ev.len() {
-                let Some((folio, _)) = ev.source(i) else {
-                    continue;
-                };
-                let mut new = NewSystemFolio::alloc(folio.order())?;
-                T::copy_out(pm, folio, &mut new)?;
-                ev.set_system(i, new)?;
-                // VRAM may hold 64 GiB: a scheduling point per folio.
-                might_sleep();
+            if start.elapsed() > EVICT_PATIENCE {
+                return Err(EBUSY);
             }
-            let n = ev.finish();
-            let stats = pm.data().stats();
-            stats.evicted.fetch_add(n as u64, Relaxed);
-            stats.pages_to_ram.fetch_add(n as u64, Relaxed);
-            total += n;
-            if pm.nr_used() != 0 {
-                fsleep(Delta::from_millis(10));
+            fsleep(Delta::from_millis(10));
+        }
+    }
+
+    /// Moves the folios of VRAM pages `first..first + count` that can move
+    /// now; returns how many pages moved. A folio that is locked or pinned,
+    /// or for which there is no system memory at the moment, stays.
+    fn evict_range<T: VramKind>(pm: &Pagemap<T>, first: usize, count: usize) -> Result<usize> {
+        let stats = pm.data().stats();
+        let mut ev = Eviction::collect(pm, first, count)?;
+        for i in 0..ev.len() {
+            let Some((folio, _)) = ev.source(i) else {
+                continue;
+            };
+            let Ok(mut new) = NewSystemFolio::alloc(folio.order()) else {
+                stats.alloc_fail.fetch_add(1, Relaxed);
+                continue;
+            };
+            if T::copy_out(pm, folio, &mut new).is_ok() {
+                ev.set_system(i, new)?;
+            }
+            // VRAM may hold 64 GiB: a scheduling point per folio.
+            might_sleep();
+        }
+        let n = ev.finish();
+        stats.evicted.fetch_add(n as u64, Relaxed);
+        stats.pages_to_ram.fetch_add(n as u64, Relaxed);
+        Ok(n)
+    }
+}
+
+/// VRAM pages collected per eviction round: a multiple of the largest folio
+/// (a PMD, 512 pages), so that no folio straddles two rounds, and small
+/// enough that the round's arrays stay two 64 KiB allocations whatever the
+/// VRAM size.
+const EVICT_CHUNK: usize = 8192;
+
+/// How long unbind retries pages that cannot move out of VRAM (locked by a
+/// migration in flight, or short of system memory) before it gives up on
+/// them ([`retire`]).
+const EVICT_PATIENCE: Delta = Delta::from_secs(10);
+
+/// Keeps `gpu`, whose VRAM pages are still in use after unbind (a device-
+/// coherent page pinned by a pipe, say), until they are freed: dropping its
+/// pagemap now would wait for them in `memunmap_pages()`, and the unbind
+/// with it, for as long as their users like. The pagemap's claim on its
+/// physical range stays meanwhile, so a bind of the same device-coherent BAR
+/// fails with `EBUSY`. [`reap_retired`] drops it once the pages are freed.
+fn retire(pdev: &pci::Device<Bound>, gpu: &Arc<Gpu>, used: usize) {
+    let name = NAMES[gpu.index].to_str().unwrap_or("rvram");
+    let mut reg = REGISTRY.lock();
+    if reg.retired.push(gpu.clone(), GFP_KERNEL).is_err() {
+        // The last reference then goes with the device or its last file,
+        // and that waits for the pages.
+        dev_err!(pdev, "{name}: cannot keep the VRAM aside; unbind waits for its {used} pages\n");
+        return;
+    }
+    dev_warn!(
+        pdev,
+        "{name}: {used} VRAM pages still in use after unbind; VRAM stays reserved until they are freed\n"
+    );
+}
+
+/// Drops the retired GPUs whose pages have all been freed.
+fn reap_retired() {
+    let mut done = KVec::new();
+    {
+        let mut reg = REGISTRY.lock();
+        let mut i = 0;
+        while i < reg.retired.len() {
+            if reg.retired[i].vram.nr_used() == 0 {
+                if let Ok(gpu) = reg.retired.remove(i) {
+                    // Should the push fail, `gpu` drops here, under the
+                    // lock: its pages are freed, so that does not wait.
+                    let _ = done.push(gpu, GFP_KERNEL);
+                }
+            } else {
+                i += 1;
             }
         }
-        Err(EBUSY)
+    }
+    for gpu in done.drain_all() {
+        pr_info!(
+            "{}: VRAM of the unbound GPU released\n",
+            NAMES[gpu.index].to_str().unwrap_or("rvram")
+        );
+        // Unless an open file still holds it, the pagemap goes here.
+        drop(gpu);
     }
 }
 
 /// Per-device state.
-#[pin_data(PinnedDrop)]
+#[pin_data]
 struct Rvram<'bound> {
     pdev: &'bound pci::Device<Bound>,
     gpu: Arc<Gpu>,
@@ -691,6 +775,9 @@ impl pci::Driver for RvramDriver {
         _info: Option<&'bound Self::IdInfo>,
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
         pin_init::pin_init_scope(move || {
+            // A retired pagemap of this BAR would make a device-coherent
+            // bind fail: drop those whose pages are gone by now.
+            reap_retired();
             pdev.enable_device_mem()?;
             let pdev: &'bound pci::Device<Bound> = pdev;
             let len = pdev.resource_len(VRAM_BAR)?;
@@ -788,12 +875,10 @@ impl pci::Driver for RvramDriver {
             }))
         })
     }
-}
 
-#[pinned_drop]
-impl PinnedDrop for Rvram<'_> {
-    fn drop(self: Pin<&mut Self>) {
-        let gpu = &self.gpu;
+    fn unbind<'bound>(pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
+        let gpu = &this.gpu;
+        let name = NAMES[gpu.index].to_str().unwrap_or("rvram");
         REGISTRY.lock().gpus[gpu.index] = None;
         // No new migrations into VRAM; open files get ENODEV from now on.
         *gpu.ops.lock() = true;
@@ -804,16 +889,8 @@ impl PinnedDrop for Rvram<'_> {
         }
         // Data in VRAM goes back to system memory while the BAR is mapped.
         match gpu.evict_all() {
-            Ok(n) => dev_info!(
-                self.pdev,
-                "{}: removed, {n} pages evicted\n",
-                NAMES[gpu.index].to_str().unwrap_or("rvram")
-            ),
-            Err(e) => dev_err!(
-                self.pdev,
-                "eviction incomplete: {e:?}; {} pages stay pinned\n",
-                gpu.vram.nr_used()
-            ),
+            Ok(n) => dev_info!(pdev, "{name}: removed, {n} pages evicted\n"),
+            Err(_) => retire(pdev, gpu, gpu.vram.nr_used()),
         }
     }
 }
@@ -836,11 +913,42 @@ impl Drop for DebugfsRoot {
     }
 }
 
+/// Waits, when the module goes away, for the pages of retired GPUs: their
+/// pagemaps call into this module until the last page is freed.
+struct RetiredGpus;
+
+impl Drop for RetiredGpus {
+    fn drop(&mut self) {
+        let start = Instant::<Monotonic>::now();
+        let mut said = 0;
+        loop {
+            reap_retired();
+            let (gpus, pages) = {
+                let reg = REGISTRY.lock();
+                let pages = reg.retired.iter().map(|g| g.vram.nr_used()).sum::<usize>();
+                (reg.retired.len(), pages)
+            };
+            if gpus == 0 {
+                return;
+            }
+            // One line when the wait begins, then one a minute.
+            let minutes = start.elapsed().as_millis() / 60_000;
+            if said == 0 || minutes >= said {
+                pr_warn!("unload waits for {pages} VRAM pages of {gpus} unbound GPUs to be freed\n");
+                said = minutes + 1;
+            }
+            fsleep(Delta::from_millis(100));
+        }
+    }
+}
+
 #[pin_data]
 struct RvramModule {
     _debugfs: DebugfsRoot,
     #[pin]
     _driver: driver::Registration<pci::Adapter<RvramDriver>>,
+    /// Dropped after `_driver`, which unbinds every GPU.
+    _retired: RetiredGpus,
 }
 
 impl InPlaceModule for RvramModule {
@@ -850,6 +958,7 @@ impl InPlaceModule for RvramModule {
         try_pin_init!(Self {
             _debugfs: DebugfsRoot::new(),
             _driver <- driver::Registration::new(c"rvram", module),
+            _retired: RetiredGpus,
         })
     }
 }

@@ -80,6 +80,17 @@ rc=$?
 tap_relay "rvram2 after rebind: " "$out"
 tap_eq "rvram-coherent after rebind exited cleanly" 0 "$rc"
 
+# A page of VRAM pinned in a pipe across unbind: the unbind returns after
+# its bounded retries instead of waiting for the page, keeps the VRAM until
+# the page is freed, and says so.
+out=$("$RVRAM_GUEST_BIN/rvram-coherent" /dev/rvram2 pin-unbind "$pci")
+rc=$?
+tap_relay "rvram2 pinned across unbind: " "$out"
+tap_eq "rvram-coherent pin-unbind exited cleanly" 0 "$rc"
+tap_check "... the unbind said why the VRAM stays" \
+	grep -q "rvram2: 1 VRAM pages still in use after unbind" <(log)
+tap_check "... the rebind released it" grep -q "rvram2: VRAM of the unbound GPU released" <(log)
+
 tap_check "rmmod rvram" rmmod rvram
 tap_check "BAR2 is released on rmmod" test "$(grep -ci 'device-coherent' /proc/iomem)" -eq 0
 tap_done

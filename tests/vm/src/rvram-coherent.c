@@ -6,10 +6,17 @@
  * back to system memory moves every page, and buffer objects are refused.
  *
  *   rvram-coherent /dev/rvramN
+ *   rvram-coherent /dev/rvramN pin-unbind PCI_ADDRESS
  *
- * N must be a device-coherent GPU. Prints TAP.
+ * N must be a device-coherent GPU. The second form pins a page of VRAM in
+ * a pipe and unbinds the GPU (PCI_ADDRESS) under it: the unbind must
+ * return, the page keep its data while the pipe holds it, a bind meanwhile
+ * fail, and a bind after the page is freed succeed. Prints TAP.
  */
+#define _GNU_SOURCE
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 
 #include "dmirror.h"
 
@@ -80,6 +87,67 @@ static size_t coherent_pages(int fd, unsigned char *buf, unsigned char *snap, si
 	return local;
 }
 
+static int pin_unbind(const char *dev, const char *pci)
+{
+	const size_t npages = 16, size = npages * PAGE;
+	const char *drv = "/sys/bus/pci/drivers/rvram";
+	struct hmm_dmirror_cmd cmd = { 0 };
+	unsigned char *buf, *mirror, *snap, page[PAGE];
+	char path[256];
+	struct iovec iov;
+	int fd, pipefd[2], e;
+	size_t i;
+
+	fd = open(dev, O_RDWR);
+	check(fd >= 0, "pin: open the GPU");
+	buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	mirror = malloc(size);
+	snap = malloc(npages);
+	if (fd < 0 || buf == MAP_FAILED || !mirror || !snap || pipe(pipefd))
+		return 1;
+	madvise(buf, size, MADV_NOHUGEPAGE);
+	for (i = 0; i < size; i++)
+		buf[i] = pattern(i, 9);
+	cmd.addr = (uintptr_t)buf;
+	cmd.ptr = (uintptr_t)mirror;
+	cmd.npages = npages;
+	check(ioctl(fd, HMM_DMIRROR_MIGRATE_TO_DEV, &cmd) == 0 &&
+	      coherent_pages(fd, buf, snap, npages) == npages,
+	      "pin: 16 pages migrated into device-coherent VRAM");
+	/*
+	 * vmsplice() takes a reference on the page (a short-term GUP, which
+	 * device-coherent pages allow) and the pipe keeps it until read: the
+	 * page cannot move out of VRAM meanwhile.
+	 */
+	iov = (struct iovec){ buf, PAGE };
+	check(vmsplice(pipefd[1], &iov, 1, 0) == PAGE, "pin: vmsplice() the first page into a pipe");
+	/* No open file holds the GPU: the unbind drops its last reference. */
+	close(fd);
+
+	e = sysfs_write("/sys/bus/pci/drivers/rvram/unbind", pci);
+	check(e == 0, "pin: the unbind returns, with the page still pinned");
+	snprintf(path, sizeof(path), "%s/%s", drv, pci);
+	check(access(path, F_OK) != 0, "pin: ... and the GPU is unbound");
+	check(mismatches(buf, size, 9) == 0,
+	      "pin: the pinned page and the 15 evicted ones keep their data");
+	e = sysfs_write("/sys/bus/pci/drivers/rvram/bind", pci);
+	check(e == -EBUSY, "pin: a bind while the page is in use fails with EBUSY");
+
+	check(read(pipefd[0], page, PAGE) == PAGE && mismatches(page, PAGE, 9) == 0,
+	      "pin: the pipe delivers the page's data");
+	close(pipefd[0]);
+	close(pipefd[1]);
+	/* The page was still mapped: unmapping it frees it. */
+	munmap(buf, size);
+	e = sysfs_write("/sys/bus/pci/drivers/rvram/bind", pci);
+	check(e == 0 && access(path, F_OK) == 0,
+	      "pin: a bind after the page is freed succeeds");
+	free(mirror);
+	free(snap);
+	printf("1..%d\n", n);
+	return failed ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	const size_t npages = 1024, size = npages * PAGE;
@@ -91,8 +159,13 @@ int main(int argc, char **argv)
 	size_t i;
 	int fd, r;
 
+	if (argc == 4 && !strcmp(argv[2], "pin-unbind") && !strncmp(argv[1], "/dev/", 5)) {
+		setvbuf(stdout, NULL, _IOLBF, 0);
+		printf("TAP version 13\n");
+		return pin_unbind(argv[1], argv[3]);
+	}
 	if (argc != 2 || strncmp(argv[1], "/dev/", 5)) {
-		fprintf(stderr, "usage: %s /dev/rvramN\n", argv[0]);
+		fprintf(stderr, "usage: %s /dev/rvramN [pin-unbind PCI_ADDRESS]\n", argv[0]);
 		return 2;
 	}
 	snprintf(stats, sizeof(stats), "/sys/kernel/debug/rvram/%s/stats", argv[1] + 5);
