@@ -9,13 +9,17 @@
 //! with ODP. The pages are cleared before the buffer is exported and go back
 //! to the VRAM allocator with the dma-buf's last reference. Importers reach
 //! the BAR peer to peer or not at all; unbinding the GPU revokes every
-//! buffer (see [`kernel::pci::BarExporter`]).
+//! buffer (see [`kernel::pci::BarExporter`]). A buffer's size is charged to
+//! the dmem cgroup of the process that allocates it, for as long as the
+//! buffer lives, so that an administrator can bound the VRAM a cgroup holds
+//! (`dmem.max`).
 //!
 //! Only device-private VRAM exports buffers: device-coherent VRAM is not
 //! P2PDMA memory (the BAR cannot be both), and gets `EOPNOTSUPP`.
 
 use crate::{Gpu, Vram};
 use kernel::{
+    cgroup::dmem::Charge,
     fs::file::{flags::O_CLOEXEC, FileDescriptorReservation},
     ioctl::_IOWR,
     mm::pagemap::Reservation,
@@ -36,6 +40,8 @@ pub(crate) const ALLOC_DMABUF: u32 = _IOWR::<[u64; 2]>(b'R' as u32, 0x00);
 struct Bo {
     gpu: Arc<Gpu>,
     vram: Option<Reservation>,
+    /// Uncharged when the buffer goes, after its VRAM (see `drop()`).
+    _charge: Charge,
 }
 
 impl Drop for Bo {
@@ -56,7 +62,8 @@ impl Drop for Bo {
 /// Any user who can open the device can ask, as often as they like: a
 /// refused request is not logged (the errno says it all), and running out
 /// of VRAM is plain `ENOMEM`. How much VRAM one user may hold is for the
-/// dmem cgroup to bound.
+/// dmem cgroup to bound: a request that would take the caller's cgroup over
+/// its `dmem.max` fails with `ENOSPC`, as TTM's allocations do.
 pub(crate) fn alloc_dmabuf(gpu: &Arc<Gpu>, arg: usize) -> Result<isize> {
     let (mut reader, mut writer) =
         UserSlice::new(UserPtr::from_addr(arg), ARG_SIZE).reader_writer();
@@ -84,6 +91,8 @@ pub(crate) fn alloc_dmabuf(gpu: &Arc<Gpu>, arg: usize) -> Result<isize> {
         if *dead {
             return Err(ENODEV);
         }
+        // Charged before VRAM is set aside, uncharged if this fails.
+        let charge = gpu.dmem.lock().as_ref().ok_or(ENODEV)?.try_charge(size)?;
         let r = pm.reserve(nr).inspect_err(|_| {
             pm.data().stats.alloc_fail.fetch_add(1, Relaxed);
         })?;
@@ -91,6 +100,7 @@ pub(crate) fn alloc_dmabuf(gpu: &Arc<Gpu>, arg: usize) -> Result<isize> {
         let bo = Bo {
             gpu: gpu.clone(),
             vram: Some(r),
+            _charge: charge,
         };
         // VRAM held someone else's data: the importer sees zeroes. Up to
         // all of VRAM, under the lock: a scheduling point per page.

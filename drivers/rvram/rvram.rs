@@ -24,6 +24,7 @@
 //! `Documentation/misc-devices/rvram.rst`.
 
 use kernel::{
+    cgroup::dmem,
     debugfs::{Dir, File},
     device::{self, Bound, Core},
     driver,
@@ -463,6 +464,10 @@ struct Gpu {
     /// Exports VRAM buffer objects (`ENODEV` once unbound); device-private
     /// VRAM only.
     exports: Option<pci::ExportHandle>,
+    /// VRAM as a dmem cgroup region, which buffer objects are charged to;
+    /// device-private VRAM only, `None` once unbound.
+    #[pin]
+    dmem: Mutex<Option<dmem::Region>>,
     /// Serialises migrations into VRAM against unbind; `true` once unbound.
     #[pin]
     ops: Mutex<bool>,
@@ -819,6 +824,17 @@ impl pci::Driver for RvramDriver {
             let first_pfn = vram.first_pfn() as u64;
             let p2p_pfn = p2p.as_ref().map(|p| p.pfn() as u64);
             let exports = exporter.as_ref().map(|e| e.handle());
+            // "rvram/0000:00:05.0/vram" in the dmem cgroup files, as DRM
+            // names its regions "drm/<device>/<region>".
+            let region = if coherent {
+                None
+            } else {
+                let dev: &device::Device<Bound> = pdev.as_ref();
+                Some(dmem::Region::register(
+                    layout.size(),
+                    fmt!("rvram/{}/vram", dev.name()),
+                )?)
+            };
             let index = slot.0;
 
             let (gpu, dir) = {
@@ -829,6 +845,7 @@ impl pci::Driver for RvramDriver {
                         dev: client_dev(pdev),
                         vram,
                         exports,
+                        dmem <- new_mutex!(region),
                         ops <- new_mutex!(false),
                         files: Atomic::new(0),
                     }),
@@ -882,6 +899,10 @@ impl pci::Driver for RvramDriver {
         REGISTRY.lock().gpus[gpu.index] = None;
         // No new migrations into VRAM; open files get ENODEV from now on.
         *gpu.ops.lock() = true;
+        // Out of the cgroup files, so that limits set after a rebind apply
+        // to the new region of the same name. Buffers that outlive the
+        // binding are uncharged when they go.
+        drop(gpu.dmem.lock().take());
         // No new P2P aliases; eviction below invalidates every mirror that
         // holds one, before `p2p` (dropped after this) frees the BAR pages.
         if let Vram::Private(pm) = &gpu.vram {

@@ -64,6 +64,9 @@ single)
 	# operation, GUP and ioctl, and unbinds under it (about a minute).
 	expect rvram-dmabuf-abuse
 	run_suite rvram-dmabuf-abuse "$T/rvram-dmabuf-abuse.sh"
+	# VRAM limits: buffer objects charged to the dmem cgroup controller.
+	expect rvram-dmem
+	run_suite rvram-dmem "$T/rvram-dmem.sh"
 	;;
 dual)
 	expect kunit:rvram_vram kunit:rvram_dmirror rvram-probe-dual hmm-tests-rvram rvram-stress hmm-race-rvram

@@ -1,0 +1,293 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * VRAM limits: rvram charges every buffer object (RVRAM_IOCTL_ALLOC_DMABUF)
+ * to the dmem cgroup of the process that allocates it, against the region
+ * "rvram/<PCI address>/vram" it registers per GPU, so that an opener of
+ * /dev/rvramN cannot take more VRAM than its cgroup's dmem.max allows.
+ *
+ *   rvram-dmem N PCI CGROUP_ROOT
+ *
+ * N is the index of a device-private GPU, PCI its address (it is unbound
+ * and bound again), CGROUP_ROOT the cgroup2 root, with the dmem controller
+ * enabled in its cgroup.subtree_control. The program makes a child cgroup
+ * of its own, moves itself into it and back, and removes it. Prints TAP.
+ */
+#define _GNU_SOURCE
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "../../../drivers/rvram/include/uapi/misc/rvram.h"
+#include "dmirror.h"
+
+#define MIB (1ULL << 20)
+/* keyed(): the key is absent, or its value is "max". */
+#define KEY_ABSENT (-1LL)
+#define KEY_MAX (-2LL)
+
+static int owner, gpu = -1;
+static const char *pci, *root;
+static char dev[32], region[64], cg[256];
+
+static int open_gpu(void)
+{
+	gpu = open(dev, O_RDWR);
+	return gpu;
+}
+
+/* A dma-buf of size bytes of VRAM, or -errno. */
+static int alloc_bo(uint64_t size)
+{
+	struct rvram_alloc_dmabuf a = { .size = size, .fd = -1 };
+
+	if (ioctl(gpu, RVRAM_IOCTL_ALLOC_DMABUF, &a))
+		return -errno;
+	return a.fd;
+}
+
+/*
+ * The value of KEY in the nested-keyed cgroup file DIR/FILE ("KEY VALUE"
+ * lines): KEY_ABSENT, KEY_MAX or the number.
+ */
+static long long keyed(const char *dir, const char *file, const char *key)
+{
+	char path[320], line[256];
+	size_t len = strlen(key);
+	long long v = KEY_ABSENT;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	f = fopen(path, "r");
+	if (!f)
+		return KEY_ABSENT;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, key, len) || line[len] != ' ')
+			continue;
+		if (!strncmp(line + len + 1, "max", 3))
+			v = KEY_MAX;
+		else
+			v = strtoll(line + len + 1, NULL, 10);
+	}
+	fclose(f);
+	return v;
+}
+
+/* What the child cgroup holds in the GPU's region (dmem.current). */
+static long long held(void)
+{
+	return keyed(cg, "dmem.current", region);
+}
+
+/* Writes "REGION LIMIT" to the child's dmem.max: 0 or -errno. */
+static int set_max(const char *limit)
+{
+	char path[320], val[128];
+
+	snprintf(path, sizeof(path), "%s/dmem.max", cg);
+	snprintf(val, sizeof(val), "%s %s", region, limit);
+	return sysfs_write(path, val);
+}
+
+/* Moves the calling process into the cgroup DIR: 0 or -errno. */
+static int move_to(const char *dir)
+{
+	char path[320], pid[32];
+
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	return sysfs_write(path, pid);
+}
+
+static long long vram_size(void)
+{
+	char path[96];
+	long long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/kernel/debug/rvram/rvram%d/vram_size", owner);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+/* Requests over the limit: ENOSPC every time, and nothing else changes. */
+static void over_limit(void)
+{
+	int enospc = 0, other = 0, e;
+
+	for (int i = 0; i < 1000; i++) {
+		e = alloc_bo(PAGE);
+		if (e == -ENOSPC) {
+			enospc++;
+			continue;
+		}
+		if (e >= 0)
+			close(e);
+		other++;
+	}
+	tap(enospc == 1000 && other == 0,
+	    "1000 more pages over the limit: ENOSPC every time (%d ENOSPC, %d other)", enospc,
+	    other);
+	tap(held() == (long long)MIB && rvram_stat(dev, "dmabuf_pages") == MIB / PAGE,
+	    "refused requests charge and reserve nothing (dmem.current %lld, dmabuf_pages %ld)",
+	    held(), rvram_stat(dev, "dmabuf_pages"));
+}
+
+/*
+ * A buffer passed to another process (here: a forked child, which leaves
+ * for the root cgroup) stays charged to the allocator's cgroup until the
+ * last reference goes, and counts against its limit meanwhile.
+ */
+static void passed_on(void)
+{
+	int ready[2], go[2], fd = alloc_bo(MIB), status = -1, e;
+	pid_t pid;
+	char c;
+
+	if (fd < 0 || pipe(ready) || pipe(go)) {
+		tap(0, "passed on: a 1 MiB buffer and pipes (fd %d, errno %d)", fd, errno);
+		return;
+	}
+	pid = fork();
+	if (pid == 0) {
+		int bad = move_to(root) != 0;
+
+		bad |= write(ready[1], "r", 1) != 1;
+		bad |= read(go[0], &c, 1) != 1;
+		bad |= close(fd) != 0;
+		_exit(bad);
+	}
+	close(ready[1]);
+	close(go[0]);
+	tap(pid > 0 && read(ready[0], &c, 1) == 1,
+	    "passed on: a child holds the buffer, in the root cgroup");
+	tap(close(fd) == 0, "passed on: the allocator closes its file descriptor");
+	tap(held() == (long long)MIB,
+	    "passed on: still charged to the allocator's cgroup (dmem.current %lld)", held());
+	e = alloc_bo(PAGE);
+	tap(e == -ENOSPC, "passed on: and counted against its limit (a page: %d)", e);
+	if (e >= 0)
+		close(e);
+	(void)!write(go[1], "g", 1);
+	close(go[1]);
+	close(ready[0]);
+	waitpid(pid, &status, 0);
+	tap(WIFEXITED(status) && WEXITSTATUS(status) == 0, "passed on: the child closes it");
+	tap(held() == 0 && rvram_stat(dev, "dmabuf_pages") == 0,
+	    "passed on: uncharged with the last reference (dmem.current %lld, dmabuf_pages %ld)",
+	    held(), rvram_stat(dev, "dmabuf_pages"));
+}
+
+/* Without a limit, buffers up to all of VRAM, as before. */
+static void unlimited(long long vram)
+{
+	int fd, e;
+
+	tap(set_max("max") == 0 && keyed(cg, "dmem.max", region) == KEY_MAX,
+	    "unlimited: dmem.max set back to max");
+	fd = alloc_bo(vram);
+	tap(fd >= 0, "unlimited: a buffer of all of VRAM (%lld bytes: %d)", vram, fd);
+	tap(held() == vram, "unlimited: dmem.current is the VRAM size (%lld)", held());
+	e = alloc_bo(PAGE);
+	tap(e == -ENOMEM, "unlimited: one more page: ENOMEM, VRAM is exhausted (%d)", e);
+	if (e >= 0)
+		close(e);
+	if (fd >= 0)
+		close(fd);
+	tap(held() == 0, "unlimited: closed, dmem.current back to 0 (%lld)", held());
+}
+
+/*
+ * Unbinding unregisters the region with a buffer still charged; closing
+ * the buffer later uncharges it, and the region registered at the next
+ * bind starts from zero, without the old limit.
+ */
+static void rebind(long long vram)
+{
+	int fd, e;
+
+	tap(set_max("1M") == 0, "rebind: dmem.max 1 MiB again");
+	fd = alloc_bo(MIB);
+	tap(fd >= 0 && held() == (long long)MIB, "rebind: a 1 MiB buffer (%d)", fd);
+	tap(sysfs_write("/sys/bus/pci/drivers/rvram/unbind", pci) == 0,
+	    "rebind: %s unbound with the buffer held", pci);
+	tap(keyed(root, "dmem.capacity", region) == KEY_ABSENT && held() == KEY_ABSENT,
+	    "rebind: the region left dmem.capacity and dmem.current");
+	tap(fd >= 0 && close(fd) == 0, "rebind: the buffer closes after the region is gone");
+	close(gpu);
+	gpu = -1;
+	e = sysfs_write("/sys/bus/pci/drivers/rvram/bind", pci);
+	tap(e == 0 && open_gpu() >= 0, "rebind: %s bound again, %s opens (%d)", pci, dev, e);
+	tap(keyed(root, "dmem.capacity", region) == vram,
+	    "rebind: the region is back in dmem.capacity");
+	tap(held() == 0 && keyed(cg, "dmem.max", region) == KEY_MAX,
+	    "rebind: a new region: nothing charged, no limit (dmem.current %lld)", held());
+	fd = alloc_bo(2 * MIB);
+	tap(fd >= 0 && held() == (long long)(2 * MIB),
+	    "rebind: a 2 MiB buffer, charged (%d, dmem.current %lld)", fd, held());
+	if (fd >= 0)
+		close(fd);
+}
+
+int main(int argc, char **argv)
+{
+	long long vram;
+	int fd, e;
+
+	if (argc < 4) {
+		fprintf(stderr, "usage: rvram-dmem N PCI CGROUP_ROOT\n");
+		return 2;
+	}
+	owner = atoi(argv[1]);
+	pci = argv[2];
+	root = argv[3];
+	snprintf(dev, sizeof(dev), "/dev/rvram%d", owner);
+	snprintf(region, sizeof(region), "rvram/%s/vram", pci);
+	snprintf(cg, sizeof(cg), "%s/rvram-dmem", root);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	printf("TAP version 13\n# region %s\n", region);
+
+	vram = vram_size();
+	tap(vram > 0 && keyed(root, "dmem.capacity", region) == vram,
+	    "dmem.capacity lists %s with the VRAM size (%lld)", region, vram);
+	rmdir(cg);
+	tap(mkdir(cg, 0755) == 0 && held() == 0, "a child cgroup, holding nothing (%lld)", held());
+	tap(set_max("1M") == 0 && keyed(cg, "dmem.max", region) == (long long)MIB,
+	    "dmem.max of the child: 1 MiB of the region");
+	tap(move_to(cg) == 0, "into the child cgroup");
+	if (open_gpu() < 0) {
+		tap(0, "open %s (errno %d)", dev, errno);
+		return tap_end();
+	}
+
+	fd = alloc_bo(MIB);
+	tap(fd >= 0, "a 1 MiB buffer, at the limit (%d)", fd);
+	tap(held() == (long long)MIB, "dmem.current is 1 MiB (%lld)", held());
+	e = alloc_bo(PAGE);
+	tap(e == -ENOSPC, "one page more: ENOSPC (%d)", e);
+	if (e >= 0)
+		close(e);
+	over_limit();
+	if (fd >= 0)
+		close(fd);
+	tap(held() == 0 && rvram_stat(dev, "dmabuf_pages") == 0,
+	    "closed: dmem.current back to 0, VRAM back (%lld, dmabuf_pages %ld)", held(),
+	    rvram_stat(dev, "dmabuf_pages"));
+	fd = alloc_bo(MIB);
+	tap(fd >= 0, "1 MiB again (%d)", fd);
+	if (fd >= 0)
+		close(fd);
+
+	passed_on();
+	unlimited(vram);
+	rebind(vram);
+
+	tap(rvram_stat(dev, "dmabuf_pages") == 0, "no VRAM reserved at the end (dmabuf_pages %ld)",
+	    rvram_stat(dev, "dmabuf_pages"));
+	close(gpu);
+	tap(move_to(root) == 0 && rmdir(cg) == 0, "back to the root cgroup, child removed");
+	return tap_end();
+}
