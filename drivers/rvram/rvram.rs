@@ -571,7 +571,10 @@ fn retire(pdev: &pci::Device<Bound>, gpu: &Arc<Gpu>, used: usize) {
     if reg.retired.push(gpu.clone(), GFP_KERNEL).is_err() {
         // The last reference then goes with the device or its last file,
         // and that waits for the pages.
-        dev_err!(pdev, "{name}: cannot keep the VRAM aside; unbind waits for its {used} pages\n");
+        dev_err!(
+            pdev,
+            "{name}: cannot keep the VRAM aside; unbind waits for its {used} pages\n"
+        );
         return;
     }
     dev_warn!(
@@ -955,7 +958,7 @@ impl Drop for RetiredGpus {
             // One line when the wait begins, then one a minute.
             let minutes = start.elapsed().as_millis() / 60_000;
             if said == 0 || minutes >= said {
-                pr_warn!("unload waits for {pages} VRAM pages of {gpus} unbound GPUs to be freed\n");
+                pr_warn!("unload waits for {pages} VRAM pages of {gpus} unbound GPUs\n");
                 said = minutes + 1;
             }
             fsleep(Delta::from_millis(100));
