@@ -11,7 +11,7 @@
 //! for atomic access (`HMM_DMIRROR_EXCLUSIVE`), which an invalidation of
 //! the page drops.
 
-use crate::{with_vram, CoherentPages, Gpu, VramKind, VramPages};
+use crate::{with_vram, CoherentPages, Gpu, VramKind, VramPages, EVICT_CHUNK, PMD_PAGES};
 use kernel::{
     alloc::flags::{__GFP_ZERO, GFP_KERNEL_ACCOUNT},
     fs::File,
@@ -659,6 +659,10 @@ impl DmirrorFile {
         for _ in 0..RELEASE_TRIES {
             let mut from = 0;
             while let Some((first, end)) = owners.next_run(from, self.id) {
+                // At most EVICT_CHUNK pages a round, ending on a PMD
+                // boundary: a run starts on a folio, so no folio straddles
+                // two rounds.
+                let end = end.min((first + EVICT_CHUNK) & !(PMD_PAGES - 1));
                 from = end;
                 // Only this file's pages are collected (unmapped and
                 // locked): other users' mappings are not touched.

@@ -40,6 +40,7 @@ use kernel::{
     page::PAGE_SIZE,
     pci,
     prelude::*,
+    sizes::SZ_2M,
     sync::{
         aref::ARef,
         atomic::{Atomic, Relaxed},
@@ -549,10 +550,14 @@ impl Gpu {
 }
 
 /// VRAM pages collected per eviction round: a multiple of the largest folio
-/// (a PMD, 512 pages), so that no folio straddles two rounds, and small
+/// ([`PMD_PAGES`]), so that no folio straddles two rounds, and small
 /// enough that the round's arrays stay two 64 KiB allocations whatever the
 /// VRAM size.
-const EVICT_CHUNK: usize = 8192;
+pub(crate) const EVICT_CHUNK: usize = 8192;
+
+/// Pages in a PMD-sized folio, the largest VRAM folio.
+pub(crate) const PMD_PAGES: usize = SZ_2M / PAGE_SIZE;
+const _: () = assert!(EVICT_CHUNK % PMD_PAGES == 0);
 
 /// How long unbind retries pages that cannot move out of VRAM (locked by a
 /// migration in flight, or short of system memory) before it gives up on
