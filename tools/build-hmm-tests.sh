@@ -23,13 +23,17 @@ if [ ! -x "$out" ] || [ -n "$(find "$mm" "$src/lib/test_hmm_uapi.h" "$inc" -newe
 		-lrt -lpthread -lm
 fi
 # Our own in-guest C programs, rebuilt when they or a header they may
-# include changed. By content, not time: checkouts share this directory
-# (a clean clone's CI run builds here too), and a binary built from
-# another checkout can be newer than this one's changed source.
+# include changed. By content, not time: a binary built from another
+# version of the source (a checkout of another commit) can be newer than
+# the source it is compared with.
 headers=("$RVRAM_TOP/tests/vm/src/dmirror.h" "$RVRAM_TOP/tests/odp-dma/odp_dma_uapi.h"
 	"$RVRAM_TOP/drivers/rvram/include/uapi/misc/rvram.h")
+# They go to this checkout's target/: another checkout (a clean clone's CI
+# run, a worktree) builds its own versions at the same time.
+bindir=$RVRAM_TOP/target/rvram-tests
+mkdir -p "$bindir"
 for c in "$RVRAM_TOP"/tests/vm/src/*.c; do
-	bin=$(dirname "$out")/$(basename "$c" .c)
+	bin=$bindir/$(basename "$c" .c)
 	sum=$(cat "$c" "${headers[@]}" | sha256sum | cut -d' ' -f1)
 	if [ ! -x "$bin" ] || [ "$(cat "$bin.sha256" 2>/dev/null)" != "$sum" ]; then
 		rm -f "$bin.sha256"
