@@ -87,6 +87,7 @@ alias)
 	expect kunit:rvram_vram kunit:rvram_dmirror rvram-alias rdma-odp-ram rdma-odp-alias rdma-odp-migrate
 	expect rdma-odp-coherent
 	expect pyverbs-odp rdma-unbind rdma-fuzz odp-dma rdma-dmabuf
+	expect rdma-advise
 	run_suite rvram-alias "$T/rvram-alias.sh"
 	# rdma-core's own ODP tests on rxe, with the series applied. 10 skip,
 	# as on the stock kernel (tests/vm/pyverbs-stock.txt): rdma-core 44's
@@ -97,6 +98,10 @@ alias)
 	# ODP MRs on Soft-RoCE from user verbs: system RAM, then VRAM with
 	# P2P aliases, then VRAM with aliases disabled (status quo).
 	run_suite rdma-odp-ram "$T/rdma-odp.sh" ram
+	# ibv_advise_mr() prefetch: ODP MRs accepted; pinned MRs, bad keys,
+	# ranges and arguments refused with exact errnos (any user can send
+	# the command; Linux 7.3 let it read past a pinned MR's umem).
+	run_suite rdma-advise "$T/rdma-advise.sh"
 	run_suite rdma-odp-alias "$T/rdma-odp.sh" alias
 	run_suite rdma-odp-migrate "$T/rdma-odp.sh" migrate
 	# The same on device-coherent VRAM: mapped as it is.
@@ -109,7 +114,8 @@ alias)
 	# The hardware-NIC branch: a DMA engine under the switch and one behind
 	# the host bridge (tools/vm.sh --dma-engines), ODP MRs as mlx5 maps them.
 	run_suite odp-dma "$T/odp-dma.sh"
-	# VRAM buffer objects as dma-buf MRs on Soft-RoCE, from user verbs.
+	# VRAM buffer objects as dma-buf MRs on Soft-RoCE, from user verbs;
+	# their prefetch is refused, also once revoked.
 	run_suite rdma-dmabuf "$T/rdma-dmabuf.sh"
 	;;
 rdma)

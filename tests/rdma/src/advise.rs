@@ -22,6 +22,9 @@
 //! MR's interval notifier, and `ib_umem_odp_map_dma_and_lock()` restarts
 //! `hmm_range_fault()` from the start of its SGE (within a 1 s budget), so
 //! one SGE over a large range would take quadratic time and fail.
+//!
+//! [`advise_mr`] sends any advice, flags and SGEs as they are, for the
+//! tests of what the kernel accepts and refuses ([`crate::prefetch`]).
 
 use std::ffi::{c_char, c_int, c_void};
 use std::ptr::NonNull;
@@ -34,10 +37,56 @@ pub const SGE_PAGES: usize = 64;
 /// SGEs per `ibv_cmd_advise_mr` call.
 pub const SGES_PER_CALL: usize = 64;
 
+/// `IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH`: fault in for reading.
+pub const ADVICE_PREFETCH: u32 = 0;
 /// `IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE`: fault in for writing.
 pub const ADVICE_PREFETCH_WRITE: u32 = 1;
+/// `IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT`: map what is present,
+/// fault nothing in.
+pub const ADVICE_PREFETCH_NO_FAULT: u32 = 2;
 /// `IB_UVERBS_ADVISE_MR_FLAG_FLUSH`: synchronous.
 pub const FLAG_FLUSH: u32 = 1 << 0;
+
+/// Every advice the kernel knows, with its name.
+pub const ADVICES: [(u32, &str); 3] = [
+    (ADVICE_PREFETCH, "PREFETCH"),
+    (ADVICE_PREFETCH_WRITE, "PREFETCH_WRITE"),
+    (ADVICE_PREFETCH_NO_FAULT, "PREFETCH_NO_FAULT"),
+];
+
+/// Both valid flag values: asynchronous (queued to a workqueue) and
+/// synchronous, with their names.
+pub const FLAGS: [(u32, &str); 2] = [(0, "async"), (FLAG_FLUSH, "FLUSH")];
+
+/// The name of an advice, for diagnostics.
+pub fn advice_name(advice: u32) -> String {
+    ADVICES.iter().find(|(a, _)| *a == advice).map_or_else(
+        || format!("advice {advice}"),
+        |(_, name)| (*name).to_owned(),
+    )
+}
+
+/// The name of a flags value, for diagnostics.
+pub fn flags_name(flags: u32) -> String {
+    FLAGS.iter().find(|(f, _)| *f == flags).map_or_else(
+        || format!("flags {flags:#x}"),
+        |(_, name)| (*name).to_owned(),
+    )
+}
+
+/// An errno as `ENAME` (0 is `success`), for diagnostics.
+pub fn errno_name(errno: i32) -> String {
+    match errno {
+        0 => "success".to_owned(),
+        libc::EPERM => "EPERM".to_owned(),
+        libc::ENOENT => "ENOENT".to_owned(),
+        libc::ENOMEM => "ENOMEM".to_owned(),
+        libc::EFAULT => "EFAULT".to_owned(),
+        libc::EINVAL => "EINVAL".to_owned(),
+        libc::EOPNOTSUPP => "EOPNOTSUPP".to_owned(),
+        e => format!("errno {e} ({})", std::io::Error::from_raw_os_error(e)),
+    }
+}
 
 /// `struct ibv_sge`.
 #[repr(C)]
@@ -133,6 +182,32 @@ fn dlerror() -> String {
     }
 }
 
+/// Sends one `advise_mr` uverbs command with `advice`, `flags` and all of
+/// `sges` (none is allowed: the kernel decides) on the protection domain
+/// `pd` (a live `struct ibv_pd *`). Returns 0 if the kernel accepted it,
+/// else its errno; `Err` only if `ibv_cmd_advise_mr` cannot be found.
+/// Nothing is checked here: advice, flags, keys and ranges go to the
+/// kernel as they are.
+///
+/// # Safety
+///
+/// `pd` must point to a live `ibv_pd` for the duration of the call.
+pub unsafe fn advise_mr(
+    pd: NonNull<c_void>,
+    advice: u32,
+    flags: u32,
+    sges: &mut [IbvSge],
+) -> Result<i32, String> {
+    let advise = advise_mr_fn()?;
+    let n = u32::try_from(sges.len()).map_err(|_| format!("{} SGEs", sges.len()))?;
+    // SAFETY: `pd` is live (caller), `sges` is a valid array of `n`
+    // `ibv_sge`s the function only reads (a dangling but aligned pointer
+    // when `n` is 0: nothing is read).
+    let ret = unsafe { advise(pd.as_ptr(), advice, flags, sges.as_mut_ptr(), n) };
+    // libibverbs returns the errno; be lenient about its sign.
+    Ok(ret.wrapping_abs())
+}
+
 /// Prefetches `sges` for writing, synchronously, [`SGES_PER_CALL`] per
 /// call, on the protection domain `pd` (a live `struct ibv_pd *`).
 ///
@@ -141,25 +216,13 @@ fn dlerror() -> String {
 /// `pd` must point to a live `ibv_pd` of the context that registered the
 /// MRs the SGEs name, for the duration of the call.
 pub unsafe fn prefetch_write(pd: NonNull<c_void>, sges: &mut [IbvSge]) -> Result<(), String> {
-    let advise = advise_mr_fn()?;
     for (i, batch) in sges.chunks_mut(SGES_PER_CALL).enumerate() {
-        // `batch` is at most SGES_PER_CALL (64) entries long.
-        let n = batch.len() as u32;
-        // SAFETY: `pd` is live (caller), `batch` is a valid array of `n`
-        // `ibv_sge`s the function only reads.
-        let ret = unsafe {
-            advise(
-                pd.as_ptr(),
-                ADVICE_PREFETCH_WRITE,
-                FLAG_FLUSH,
-                batch.as_mut_ptr(),
-                n,
-            )
-        };
+        let n = batch.len();
+        let first = batch[0];
+        // SAFETY: `pd` is live (caller).
+        let ret = unsafe { advise_mr(pd, ADVICE_PREFETCH_WRITE, FLAG_FLUSH, batch) }?;
         if ret != 0 {
-            // libibverbs returns the errno; be lenient about its sign.
-            let err = std::io::Error::from_raw_os_error(ret.wrapping_abs());
-            let first = batch[0];
+            let err = std::io::Error::from_raw_os_error(ret);
             return Err(format!(
                 "ibv_cmd_advise_mr(PREFETCH_WRITE, FLUSH) of {n} SGEs from {:#x} \
                  (call {}): {err}",

@@ -241,6 +241,10 @@ pub struct Config {
     /// object of the `--vram` GPU registered as a dma-buf MR
     /// ([`crate::dmabuf`]); with `--unbind`, unbind the GPU under it last.
     pub dmabuf: bool,
+    /// `--advise`: instead of the suite, `ibv_advise_mr()` prefetch on ODP,
+    /// pinned and foreign MRs and with bad arguments, every errno exact
+    /// ([`crate::prefetch`]).
+    pub advise: bool,
     /// `--fuzz OPS`: instead of the suite, OPS random operations while the
     /// memory moves ([`crate::fuzz`]).
     pub fuzz: Option<usize>,
@@ -265,6 +269,7 @@ impl Default for Config {
             demo: false,
             unbind: None,
             dmabuf: false,
+            advise: false,
             fuzz: None,
             seed: None,
         }
@@ -351,7 +356,13 @@ options:
                      (ibv_reg_dmabuf_mr) and RDMA WRITE and READ it at each
                      --mtu, every byte checked through a CPU mapping too;
                      with --unbind, then unbind the GPU under the live MR
-  --fuzz OPS         with --vram: instead of the suite, OPS random RDMA
+  --advise           instead of the suite, ibv_advise_mr() prefetch
+                     (every advice, async and FLUSH) of an ODP MR, which
+                     must succeed, and of a pinned MR, bad lkeys, ranges
+                     past the MR, no SGE, unknown advice and flags, each
+                     with its exact errno; then deregister an ODP MR under
+                     queued prefetches and use the device again (at the
+                     first --mtu). --dmabuf runs the dma-buf MR's cases
                      WRITEs and READs (stable pages, pages a second thread
                      unmaps and protects, outside the MR, bad rkeys) while
                      the target moves between VRAM and RAM (at the first
@@ -418,6 +429,7 @@ where
             "--expect" => expect = Some(value()?.parse()?),
             "--demo" => cfg.demo = true,
             "--dmabuf" => cfg.dmabuf = true,
+            "--advise" => cfg.advise = true,
             "--unbind" => {
                 let addr = value()?;
                 if addr.is_empty() || addr.contains('/') {
@@ -472,7 +484,13 @@ where
         if inline.is_some()
             && matches!(
                 flag.as_str(),
-                "--no-odp" | "--no-cpu-check" | "--bench" | "--bench-only" | "--demo" | "--dmabuf"
+                "--no-odp"
+                    | "--no-cpu-check"
+                    | "--bench"
+                    | "--bench-only"
+                    | "--demo"
+                    | "--dmabuf"
+                    | "--advise"
             )
         {
             return Err(format!("{flag} takes no value"));
@@ -626,6 +644,16 @@ mod tests {
             parse_args(["--dmabuf"]).err().as_deref(),
             Some("--dmabuf needs --vram")
         );
+    }
+
+    #[test]
+    fn advise_runs_alone() {
+        assert!(!run(&[]).advise);
+        let cfg = run(&["--advise", "--mtu", "1024"]);
+        assert!(cfg.advise);
+        assert_eq!(cfg.mtus, [PathMtu::Mtu1024]);
+        assert_eq!(cfg.vram, None);
+        assert!(parse_args(["--advise=1"]).is_err());
     }
 
     #[test]

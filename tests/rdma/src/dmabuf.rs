@@ -15,11 +15,14 @@
 //! an `mmap()` of the dma-buf, which maps the BAR pages themselves, so the
 //! data must be in VRAM. rvram's counters must show no page moved between
 //! VRAM and RAM. Bad registrations (atomics, a range past the buffer, a
-//! file that is no dma-buf) get their errnos. With a PCI address, the GPU
-//! is then unbound under the live MR: the exporter revokes the buffer, and
-//! later WRITEs and READs of the MR must fail with a remote access error
-//! instead of reaching a BAR the driver gave up; the MR and buffer are then
-//! released and the GPU bound again.
+//! file that is no dma-buf) get their errnos, and so does `ibv_advise_mr()`
+//! prefetch of the MR, which is not ODP: `ENOENT` for every advice, async
+//! and `FLUSH` (Linux 7.3 with our dma-buf MRs dereferenced their missing
+//! umem; [`crate::prefetch`]). With a PCI address, the GPU is then unbound
+//! under the live MR: the exporter revokes the buffer, and later WRITEs and
+//! READs of the MR must fail with a remote access error instead of reaching
+//! a BAR the driver gave up, and a prefetch still gets `ENOENT`; the MR and
+//! buffer are then released and the GPU bound again.
 //!
 //! rdma-core's rxe provider (as of rdma-core 44, Debian bookworm's) has no
 //! `reg_dmabuf_mr` method, so `ibv_reg_dmabuf_mr()` fails in user space
@@ -41,9 +44,11 @@ use sideway::ibverbs::memory_region::{
 };
 use sideway::ibverbs::AccessFlags;
 
+use crate::advise::IbvSge;
 use crate::config::{Config, PathMtu, PAGE_SIZE};
 use crate::mmap::Mmap;
 use crate::pattern;
+use crate::prefetch;
 use crate::report::TestResult;
 use crate::unbind;
 use crate::verbs::{self, Device, OpError, Region, SendOp, Sge, Side};
@@ -349,6 +354,26 @@ impl<'d> DmabufMr<'d> {
         let len = u32::try_from(len).map_err(|_| OpError::Invalid("SGE too long".into()))?;
         Ok(Sge::raw(self.keys().0, IOVA + offset as u64, len))
     }
+
+    /// `ibv_advise_mr()` prefetch of the MR on `dev` (its PD): every
+    /// advice, async and FLUSH, of the whole MR and of one page inside it,
+    /// must be refused with `ENOENT`, as for any MR that is not ODP.
+    fn prefetch_refused(&self, dev: &Device) -> Result<Vec<String>, String> {
+        let lkey = self.keys().0;
+        let whole = [IbvSge {
+            addr: IOVA,
+            length: self.len as u32,
+            lkey,
+        }];
+        let page = [IbvSge {
+            addr: IOVA + PAGE_SIZE as u64,
+            length: PAGE_SIZE as u32,
+            lkey,
+        }];
+        let mut calls = prefetch::matrix(&whole, prefetch::NOT_ODP);
+        calls.extend(prefetch::matrix(&page, prefetch::NOT_ODP));
+        prefetch::check_calls(dev, &calls)
+    }
 }
 
 impl DmabufMr<'_> {
@@ -630,6 +655,11 @@ pub fn run_dmabuf(cfg: &Config, device: &Path, gpu: Option<&str>) -> Vec<TestRes
         ])
     });
     point("bad registrations are refused", mtu0, bad);
+    point(
+        "ibv_advise_mr prefetch of the MR, every advice, async and FLUSH: ENOENT (not an ODP MR)",
+        mtu0,
+        mr.prefetch_refused(&dev),
+    );
 
     // The buffer starts out zeroed (rvram clears VRAM before export).
     let mut case = Case {
@@ -674,7 +704,7 @@ pub fn run_dmabuf(cfg: &Config, device: &Path, gpu: Option<&str>) -> Vec<TestRes
             unbound = Some(gpu);
         }
         point(
-            "unbind the GPU under the live MR: the NIC's WRITE and READ fail, nothing reaches the BAR",
+            "unbind the GPU under the live MR: the NIC's WRITE and READ fail, nothing reaches the BAR, a prefetch gets ENOENT",
             mtu0,
             revoked,
         );
@@ -757,6 +787,14 @@ fn unbind_under_mr(
     if ram.bytes()[..PAGE_SIZE].iter().any(|&b| b != 0x77) {
         return Err("WRITE from the revoked MR: data arrived at the remote buffer".to_owned());
     }
+    // Prefetch of the revoked MR: refused like before, nothing touched.
+    let refused_prefetch = mr
+        .prefetch_refused(case.dev)
+        .map_err(|why| format!("ibv_advise_mr prefetch of the revoked MR: {why}"))?;
+    notes.push(format!(
+        "ibv_advise_mr prefetch of the revoked MR: ENOENT for all {} calls (every advice, async and FLUSH, whole MR and one page)",
+        refused_prefetch.len()
+    ));
     let access = AccessFlags::LocalWrite | AccessFlags::RemoteWrite;
     notes.push(refused(
         case.dev,

@@ -22,7 +22,8 @@
 //! [`fuzz`] posts random and hostile operations while the memory moves.
 //! [`bench`] counts what P2P aliases save against migration: the NIC's
 //! fault path alone (a synchronous ODP prefetch, [`advise`]), the
-//! NIC-then-GPU pipeline, a GPU peer, and bandwidth.
+//! NIC-then-GPU pipeline, a GPU peer, and bandwidth. [`prefetch`] checks
+//! what `ibv_advise_mr()` accepts and refuses, on every kind of MR.
 
 pub mod advise;
 pub mod bench;
@@ -35,6 +36,7 @@ pub mod fuzz;
 pub mod invalidate;
 pub mod mmap;
 pub mod pattern;
+pub mod prefetch;
 pub mod report;
 pub mod suite;
 pub mod tap;

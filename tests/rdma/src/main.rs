@@ -84,6 +84,11 @@ fn main() -> ExitCode {
             tap.result(&r);
             results.push(r);
         }
+    } else if cfg.advise {
+        for r in rvram_rdma_test::prefetch::run_advise(&cfg) {
+            tap.result(&r);
+            results.push(r);
+        }
     } else if suite {
         match Mmap::anonymous(cfg.size) {
             Ok(mut target) => {

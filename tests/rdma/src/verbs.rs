@@ -214,6 +214,23 @@ impl Device {
         Ok(start.elapsed())
     }
 
+    /// Sends one `advise_mr` command on this device's PD with `advice`,
+    /// `flags` and `sges` as they are ([`advise::advise_mr`]): 0 if the
+    /// kernel accepted it, else its errno.
+    pub fn advise_mr(
+        &self,
+        advice: u32,
+        flags: u32,
+        sges: &mut [advise::IbvSge],
+    ) -> Result<i32, String> {
+        // SAFETY: `self.pd` keeps the PD allocated for the life of `self`,
+        // which outlives this call.
+        let pd = unsafe { self.pd.pd() }.cast::<c_void>();
+        // SAFETY: `pd` is live for the call. The SGEs are only read by the
+        // kernel, which looks each lkey up in this PD and checks it.
+        unsafe { advise::advise_mr(pd, advice, flags, sges) }
+    }
+
     /// Creates QPs A and B with their CQs and connects them to each other
     /// at `mtu`: INIT, RTR (remote QPN, GID, PSN, MTU), RTS.
     pub fn connect(&self, mtu: PathMtu) -> Result<Endpoints, Error> {
@@ -404,8 +421,13 @@ impl Region<'_> {
     }
 
     /// Virtual address of byte `offset`.
-    fn addr(&self, offset: usize) -> u64 {
+    pub fn addr(&self, offset: usize) -> u64 {
         self.buf.as_ptr() as u64 + offset as u64
+    }
+
+    /// The MR's local key.
+    pub fn lkey(&self) -> u32 {
+        self.mr.lkey()
     }
 
     /// A scatter/gather entry for `len` bytes at `offset`.
