@@ -54,7 +54,7 @@ single)
 	expect_skips hmm-tests-test_hmm 38
 	run_suite hmm-tests-test_hmm "$T/hmm-tests.sh" test_hmm
 	# dmirror commands racing migrations of the same range (60 s), on
-	# the reference driver with the series' fixes, RELEASE left out.
+	# the reference driver with the series' fixes, RELEASE included.
 	run_suite hmm-race-test_hmm "$T/hmm-race.sh" test_hmm 60
 	run_suite rvram-unbind "$T/rvram-unbind.sh"
 	# What one opener of /dev/rvram0 can do to the others and to the
