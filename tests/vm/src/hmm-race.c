@@ -6,30 +6,51 @@
  *
  *   hmm-race [-R] [-p PEER] DEVICE [SECONDS [SEED]]
  *
- * One process, five threads, all on one 64-page anonymous region (the
- * "race region"), plus a read-only, a PROT_NONE and a shared memfd region:
+ * One process, eight threads, on one 64-page anonymous region (the "race
+ * region") and one 2 MiB-aligned region of 512 pages that asks for
+ * transparent huge pages (the "huge region", MADV_HUGEPAGE), plus a
+ * read-only, a PROT_NONE and a shared memfd region:
  *
  *  - three ioctl threads issue random READ, WRITE, READ_UNLOCKED,
  *    MIGRATE_TO_DEV, MIGRATE_TO_SYS, SNAPSHOT, EXCLUSIVE, CHECK_EXCLUSIVE,
  *    RELEASE and FLAGS commands, most with valid arguments on the race
- *    region, some with hostile ones (unaligned, address 0, kernel
- *    addresses, holes, huge and wrapping page counts, NULL and read-only
- *    buffers, unknown commands); every call must return 0 or an errno of
- *    the ABI;
+ *    region or (one in four) the huge region, some with hostile ones
+ *    (unaligned, address 0, kernel addresses, holes, huge and wrapping page
+ *    counts, NULL and read-only buffers, unknown commands); every call must
+ *    return 0 or an errno of the ABI;
  *  - one chaos thread, every 0-2 ms, zaps a piece (MADV_DONTNEED), makes a
  *    piece read-only and writable again, maps fresh anonymous memory over a
  *    piece (MAP_FIXED), writes a piece with the CPU, migrates the whole
- *    region to the device, or asks for THPs;
+ *    region to the device, or asks for THPs; a second one, on the huge
+ *    region, zaps or write-protects a piece of its PMD (splitting it),
+ *    writes all of it (a THP fault, or a huge device page migrated back),
+ *    migrates all of it to the device (a PMD-sized folio when it is one),
+ *    maps a fresh THP region over it or collapses it (MADV_COLLAPSE);
  *  - one data thread owns a private buffer (and its own file, so that the
  *    others' FLAGS do not reach it): it writes a pattern with the CPU,
  *    migrates it to the device, writes a new pattern with the device,
  *    migrates it back, and checks every byte after each step (if the
  *    device is unbound meanwhile, every page must hold the data from
  *    before or after the command that ENODEV cut short);
- *  - with -p, a peer thread reads and writes the race region through a
- *    second device (rvram's /dev/rvramN) that asks for P2P aliases
- *    (rvram's FLAGS bit 16): pages in DEVICE's memory are accessed through
- *    their PCI P2PDMA alias while they migrate and are revoked under it.
+ *  - with -p, a peer thread reads and writes the race and huge regions
+ *    through a second device (rvram's /dev/rvramN) that asks for P2P
+ *    aliases (rvram's FLAGS bit 16): pages in DEVICE's memory are accessed
+ *    through their PCI P2PDMA alias while they migrate and are revoked
+ *    under it;
+ *  - a THP thread owns a second 2 MiB-aligned 512-page buffer (a THP) and
+ *    its own file: each round it writes new contents, with the CPU or
+ *    through the device, then migrates all of it (one PMD-sized folio) or
+ *    a part of it (splitting the folio) to the device and back, four
+ *    times, checking what each migration copied, SNAPSHOT telling whether
+ *    the buffer sits in device memory as one PMD; then it checks every
+ *    byte through the device and with the CPU. Meanwhile a THP reader
+ *    thread reads random ranges of the buffer through PEER's aliases (with
+ *    -p; otherwise through a second file of DEVICE) and with the CPU (a
+ *    fault that migrates a huge device page back), and checks every byte.
+ *    Contents change only while the reader waits (a lock); the
+ *    migrations race the reads. A round maps a fresh THP when the last one
+ *    was split. At least one round must have had the buffer in device
+ *    memory as one PMD (unless the device went away first).
  *
  * -R leaves RELEASE out of the mix: test_hmm's RELEASE tears down the
  * device's memory (memunmap_pages()) while other threads migrate into it,
@@ -77,6 +98,9 @@ struct hmm_dmirror_cmd {
 
 #define PAGE 4096UL
 #define RACE_PAGES 64
+/* One PMD of 4 KiB pages: the huge region and the THP buffer. */
+#define HUGE_PAGES 512
+#define HUGE_SIZE (HUGE_PAGES * PAGE)
 #define SIDE_PAGES 16
 #define DATA_PAGES 32
 #define IOCTL_THREADS 3
@@ -108,16 +132,35 @@ static const int abi_errnos[] = {
 /* rvram's HMM_DMIRROR_FLAGS bit: fault as a P2P DMA alias client. */
 #define RVRAM_FLAG_ALIAS_DMA (1ULL << 16)
 
+/* SNAPSHOT's per-page bytes (lib/test_hmm_uapi.h). */
+#define HMM_DMIRROR_PROT_PMD 0x04
+#define HMM_DMIRROR_PROT_DEV_PRIVATE_LOCAL 0x20
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+
 static const char *dev, *peer;
 static int no_release;
 static uint64_t seed;
-static char *race, *ro, *none, *shared;
+static char *race, *huge, *ro, *none, *shared;
 static atomic_int stop;
 static atomic_ulong calls[NCMDS], ok_calls[NCMDS], hostile_calls, bad_errno;
-static atomic_ulong chaos_ops, data_rounds, data_bytes, data_bad, data_errs;
+static atomic_ulong chaos_ops, huge_chaos_ops, data_rounds, data_bytes, data_bad, data_errs;
 static atomic_ulong peer_calls, peer_ok;
 static atomic_int device_gone;
 static atomic_int first_bad_errno, first_bad_cmd;
+
+/*
+ * The THP buffer: what it holds (`thp_want`), what it held before
+ * (`thp_old`: pages may hold either once `thp_torn` says a device write was
+ * cut short by ENODEV). Contents change under the write lock only.
+ */
+static char *thp, *thp_want, *thp_old;
+static pthread_rwlock_t thp_lock;
+static atomic_int thp_torn;
+static atomic_ulong thp_rounds, thp_pmd_rounds, thp_migrations, thp_migrations_ok;
+static atomic_ulong thp_reads, thp_reads_ok, thp_cpu_reads, thp_bytes, thp_bad, thp_errs;
 
 static uint64_t next(uint64_t *s)
 {
@@ -186,7 +229,7 @@ static int hostile(uint64_t *s, struct hmm_dmirror_cmd *c, char *buf)
 static void *ioctl_thread(void *arg)
 {
 	uint64_t s = seed * 0x9e3779b97f4a7c15ULL + (uintptr_t)arg + 1;
-	size_t buflen = (RACE_PAGES + SIDE_PAGES) * PAGE;
+	size_t buflen = (HUGE_PAGES + SIDE_PAGES) * PAGE;
 	char *buf = malloc(buflen);
 	int fd = open(dev, O_RDWR);
 
@@ -198,11 +241,12 @@ static void *ioctl_thread(void *arg)
 	memset(buf, 0x5a, buflen);
 	while (!atomic_load(&stop)) {
 		int i = pick_cmd(&s), ret, e;
-		uint64_t first = below(&s, RACE_PAGES);
+		int h = below(&s, 4) == 0;
+		uint64_t pages = h ? HUGE_PAGES : RACE_PAGES, first = below(&s, pages);
 		struct hmm_dmirror_cmd c = {
-			.addr = (uintptr_t)race + first * PAGE,
+			.addr = (uintptr_t)(h ? huge : race) + first * PAGE,
 			.ptr = (uintptr_t)buf,
-			.npages = 1 + below(&s, RACE_PAGES - first),
+			.npages = 1 + below(&s, pages - first),
 		};
 		unsigned long nr = cmds[i].cmd;
 
@@ -230,6 +274,17 @@ static void *ioctl_thread(void *arg)
 	close(fd);
 	free(buf);
 	return NULL;
+}
+
+/* A fresh 2 MiB-aligned THP mapping at `p`: 0, or -1. */
+static int map_thp(char *p)
+{
+	if (mmap(p, HUGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+		 -1, 0) == MAP_FAILED)
+		return -1;
+	/* THP may be "madvise" only: ask; "never" makes every round split. */
+	madvise(p, HUGE_SIZE, MADV_HUGEPAGE);
+	return 0;
 }
 
 static void *chaos_thread(void *arg)
@@ -284,10 +339,67 @@ static void *chaos_thread(void *arg)
 	return NULL;
 }
 
+/*
+ * The huge region's chaos, every 0-2 ms: splits its PMD (a zap or a
+ * write-protect of a piece), faults all of it in (a THP, or a huge device
+ * page migrated back), migrates all of it to the device, maps a fresh THP
+ * region over it or collapses it again.
+ */
+static void *huge_chaos_thread(void *arg)
+{
+	uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 505;
+	char *tmp = malloc(HUGE_SIZE);
+	int fd = open(dev, O_RDWR);
+
+	(void)arg;
+	if (fd < 0 || !tmp) {
+		perror("hmm-race: huge chaos thread");
+		atomic_fetch_add(&data_errs, 1);
+		return NULL;
+	}
+	while (!atomic_load(&stop)) {
+		uint64_t first = below(&s, HUGE_PAGES);
+		size_t n = 1 + below(&s, HUGE_PAGES - first);
+		char *p = huge + first * PAGE;
+		struct hmm_dmirror_cmd c = {
+			.addr = (uintptr_t)huge, .ptr = (uintptr_t)tmp, .npages = HUGE_PAGES,
+		};
+		struct timespec ts = { 0, (long)below(&s, 2000000) };
+
+		switch (below(&s, 6)) {
+		case 0:
+			madvise(p, n * PAGE, MADV_DONTNEED);
+			break;
+		case 1:
+			mprotect(p, n * PAGE, PROT_READ);
+			mprotect(p, n * PAGE, PROT_READ | PROT_WRITE);
+			break;
+		case 2:
+			memset(huge, (int)below(&s, 256), HUGE_SIZE);
+			break;
+		case 3:
+			ioctl(fd, HMM_DMIRROR_MIGRATE_TO_DEV, &c);
+			break;
+		case 4:
+			if (map_thp(huge))
+				atomic_fetch_add(&data_errs, 1);
+			break;
+		default:
+			madvise(huge, HUGE_SIZE, MADV_COLLAPSE);
+			break;
+		}
+		atomic_fetch_add(&huge_chaos_ops, 1);
+		nanosleep(&ts, NULL);
+	}
+	close(fd);
+	free(tmp);
+	return NULL;
+}
+
 static void *peer_thread(void *arg)
 {
 	uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 202;
-	char *buf = malloc(RACE_PAGES * PAGE);
+	char *buf = malloc(HUGE_SIZE);
 	struct hmm_dmirror_cmd f = { .npages = RVRAM_FLAG_ALIAS_DMA };
 	int fd = open(peer, O_RDWR);
 
@@ -297,13 +409,14 @@ static void *peer_thread(void *arg)
 		atomic_fetch_add(&data_errs, 1);
 		return NULL;
 	}
-	memset(buf, 0x77, RACE_PAGES * PAGE);
+	memset(buf, 0x77, HUGE_SIZE);
 	while (!atomic_load(&stop)) {
-		uint64_t first = below(&s, RACE_PAGES);
+		int h = below(&s, 4) == 0;
+		uint64_t pages = h ? HUGE_PAGES : RACE_PAGES, first = below(&s, pages);
 		struct hmm_dmirror_cmd c = {
-			.addr = (uintptr_t)race + first * PAGE,
+			.addr = (uintptr_t)(h ? huge : race) + first * PAGE,
 			.ptr = (uintptr_t)buf,
-			.npages = 1 + below(&s, RACE_PAGES - first),
+			.npages = 1 + below(&s, pages - first),
 		};
 		int ret = ioctl(fd, below(&s, 3) ? HMM_DMIRROR_READ : HMM_DMIRROR_WRITE, &c);
 
@@ -340,10 +453,11 @@ static size_t differ(const char *a, const char *b, size_t len)
  * One data-thread step: 0, or -errno. A failure is only an error for
  * `must`, and never once the device is gone (ENODEV: unbound).
  */
-static int data_ioctl(int fd, unsigned long nr, char *buf, void *ptr, int must)
+static int data_ioctl(int fd, unsigned long nr, char *buf, void *ptr, uint64_t npages,
+		      int must, atomic_ulong *errs)
 {
 	struct hmm_dmirror_cmd c = {
-		.addr = (uintptr_t)buf, .ptr = (uintptr_t)ptr, .npages = DATA_PAGES,
+		.addr = (uintptr_t)buf, .ptr = (uintptr_t)ptr, .npages = npages,
 	};
 
 	if (ioctl(fd, nr, &c) == 0)
@@ -359,7 +473,7 @@ static int data_ioctl(int fd, unsigned long nr, char *buf, void *ptr, int must)
 	 */
 	if (must || (errno != ENOENT && errno != EBUSY && errno != ENOMEM)) {
 		fprintf(stderr, "hmm-race: data ioctl %#lx: %s\n", nr, strerror(errno));
-		atomic_fetch_add(&data_errs, 1);
+		atomic_fetch_add(errs, 1);
 	}
 	return -errno;
 }
@@ -394,15 +508,18 @@ static void *data_thread(void *arg)
 
 		fill(old, len, ++gen);
 		memcpy(buf, old, len);
-		r = data_ioctl(fd, HMM_DMIRROR_MIGRATE_TO_DEV, buf, got, 0);
+		r = data_ioctl(fd, HMM_DMIRROR_MIGRATE_TO_DEV, buf, got, DATA_PAGES, 0, &data_errs);
 		if (r == 0)
 			bad += differ(got, old, len);
 		fill(want, len, ++gen);
 		if (r != -ENODEV)
-			r = data_ioctl(fd, HMM_DMIRROR_WRITE, buf, want, 1);
+			r = data_ioctl(fd, HMM_DMIRROR_WRITE, buf, want, DATA_PAGES, 1, &data_errs);
 		if (r == 0) {
-			r = data_ioctl(fd, HMM_DMIRROR_MIGRATE_TO_SYS, buf, got, 0);
-			if (r != -ENODEV && data_ioctl(fd, HMM_DMIRROR_READ, buf, got, 1) == 0)
+			r = data_ioctl(fd, HMM_DMIRROR_MIGRATE_TO_SYS, buf, got, DATA_PAGES, 0,
+				       &data_errs);
+			if (r != -ENODEV &&
+			    data_ioctl(fd, HMM_DMIRROR_READ, buf, got, DATA_PAGES, 1,
+				       &data_errs) == 0)
 				bad += differ(got, want, len);
 			bad += differ(buf, want, len);
 		} else if (r == -ENODEV) {
@@ -426,6 +543,199 @@ static void *data_thread(void *arg)
 	return NULL;
 }
 
+/*
+ * Bytes of the `n` pages at page `first` of the THP buffer, as `got` holds
+ * them, that are not what the buffer holds: a page may also hold its old
+ * contents once a device write was cut short (`thp_torn`).
+ */
+static size_t thp_differ(const char *got, uint64_t first, uint64_t n)
+{
+	const char *want = thp_want + first * PAGE, *old = thp_old + first * PAGE;
+	int torn = atomic_load(&thp_torn);
+	size_t bad = 0;
+
+	for (uint64_t i = 0; i < n * PAGE; i += PAGE) {
+		if (!memcmp(got + i, want + i, PAGE) || (torn && !memcmp(got + i, old + i, PAGE)))
+			continue;
+		bad += differ(got + i, want + i, PAGE);
+	}
+	return bad;
+}
+
+/*
+ * One THP migration of the `n` pages at page `first`, under the readers:
+ * what MIGRATE_TO_DEV read back must be the contents. 0, or -errno.
+ */
+static int thp_migrate(int fd, unsigned long nr, uint64_t first, uint64_t n, char *got)
+{
+	int r = data_ioctl(fd, nr, thp + first * PAGE, got, n, 0, &thp_errs);
+
+	atomic_fetch_add(&thp_migrations, 1);
+	if (r)
+		return r;
+	atomic_fetch_add(&thp_migrations_ok, 1);
+	if (nr == HMM_DMIRROR_MIGRATE_TO_DEV) {
+		size_t bad = thp_differ(got, first, n);
+
+		if (bad)
+			fprintf(stderr, "hmm-race: THP: MIGRATE_TO_DEV of pages %" PRIu64 "-%" PRIu64 " read back %zu wrong bytes\n",
+				first, first + n - 1, bad);
+		atomic_fetch_add(&thp_bad, bad);
+		atomic_fetch_add(&thp_bytes, n * PAGE);
+	}
+	return 0;
+}
+
+static void *thp_thread(void *arg)
+{
+	uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 303, gen = (seed << 16) + (1ULL << 48);
+	unsigned char *snap = malloc(HUGE_PAGES);
+	char *got = malloc(HUGE_SIZE);
+	int fd = open(dev, O_RDWR), pmd = 0;
+
+	(void)arg;
+	if (fd < 0 || !snap || !got) {
+		perror("hmm-race: THP thread");
+		atomic_fetch_add(&thp_errs, 1);
+		return NULL;
+	}
+	while (!atomic_load(&stop) && !atomic_load(&device_gone)) {
+		int r = 0;
+
+		/* New contents, the reader held off. */
+		pthread_rwlock_wrlock(&thp_lock);
+		if (!pmd && map_thp(thp)) {
+			perror("hmm-race: THP thread: mmap");
+			atomic_fetch_add(&thp_errs, 1);
+		}
+		memcpy(thp_old, thp_want, HUGE_SIZE);
+		fill(thp_want, HUGE_SIZE, ++gen);
+		if (below(&s, 2)) {
+			memcpy(thp, thp_want, HUGE_SIZE);
+		} else {
+			r = data_ioctl(fd, HMM_DMIRROR_WRITE, thp, thp_want, HUGE_PAGES, 1,
+				       &thp_errs);
+			/* Unbound: each page has the old or the new contents. */
+			if (r == -ENODEV)
+				atomic_store(&thp_torn, 1);
+		}
+		pthread_rwlock_unlock(&thp_lock);
+		if (r)
+			break;
+
+		/* Migrations under the reader: the whole PMD, or part of it. */
+		pmd = 0;
+		for (int k = 0; k < 4 && !atomic_load(&stop) && r != -ENODEV; k++) {
+			uint64_t first = 0, n = HUGE_PAGES;
+			int to_dev = below(&s, 2);
+
+			if (below(&s, 3) == 0) {
+				first = below(&s, HUGE_PAGES);
+				n = 1 + below(&s, HUGE_PAGES - first);
+			}
+			r = thp_migrate(fd, to_dev ? HMM_DMIRROR_MIGRATE_TO_DEV :
+					HMM_DMIRROR_MIGRATE_TO_SYS, first, n, got);
+			if (r || !to_dev || n != HUGE_PAGES)
+				continue;
+			/* In device memory as one PMD: the path this thread is for. */
+			if (data_ioctl(fd, HMM_DMIRROR_SNAPSHOT, thp, snap, HUGE_PAGES, 0,
+				       &thp_errs) == 0 &&
+			    (snap[0] & 0xf0) == HMM_DMIRROR_PROT_DEV_PRIVATE_LOCAL &&
+			    (snap[0] & HMM_DMIRROR_PROT_PMD))
+				pmd = 1;
+		}
+		if (r == -ENODEV)
+			break;
+		atomic_fetch_add(&thp_pmd_rounds, pmd);
+
+		/* Every byte through the device, then with the CPU. */
+		r = data_ioctl(fd, HMM_DMIRROR_READ, thp, got, HUGE_PAGES, 1, &thp_errs);
+		if (r == -ENODEV)
+			break;
+		if (r == 0) {
+			atomic_fetch_add(&thp_bad, thp_differ(got, 0, HUGE_PAGES));
+			atomic_fetch_add(&thp_bytes, HUGE_SIZE);
+		}
+		atomic_fetch_add(&thp_bad, thp_differ(thp, 0, HUGE_PAGES));
+		atomic_fetch_add(&thp_bytes, HUGE_SIZE);
+		atomic_fetch_add(&thp_rounds, 1);
+	}
+	/* Whatever happened to the device, the buffer holds its contents. */
+	pthread_rwlock_rdlock(&thp_lock);
+	atomic_fetch_add(&thp_bad, thp_differ(thp, 0, HUGE_PAGES));
+	atomic_fetch_add(&thp_bytes, HUGE_SIZE);
+	pthread_rwlock_unlock(&thp_lock);
+	close(fd);
+	free(snap);
+	free(got);
+	return NULL;
+}
+
+/*
+ * Reads random ranges of the THP buffer while the THP thread migrates
+ * it: through PEER's P2P aliases (or a second file of DEVICE), and with
+ * the CPU (faulting a huge device page back). Every byte must be right.
+ */
+static void *thp_reader(void *arg)
+{
+	uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 404;
+	char *buf = malloc(HUGE_SIZE);
+	struct hmm_dmirror_cmd f = { .npages = RVRAM_FLAG_ALIAS_DMA };
+	int fd = open(peer ? peer : dev, O_RDWR), gone = 0;
+
+	(void)arg;
+	if (fd < 0 || !buf || (peer && ioctl(fd, HMM_DMIRROR_FLAGS, &f))) {
+		perror("hmm-race: THP reader");
+		atomic_fetch_add(&thp_errs, 1);
+		return NULL;
+	}
+	while (!atomic_load(&stop)) {
+		uint64_t first = 0, n = HUGE_PAGES;
+		size_t bad;
+
+		if (below(&s, 2)) {
+			first = below(&s, HUGE_PAGES);
+			n = 1 + below(&s, HUGE_PAGES - first);
+		}
+		pthread_rwlock_rdlock(&thp_lock);
+		if (gone || below(&s, 4) == 0) {
+			/* One page with the CPU. */
+			bad = thp_differ(thp + first * PAGE, first, 1);
+			atomic_fetch_add(&thp_cpu_reads, 1);
+			atomic_fetch_add(&thp_bytes, PAGE);
+		} else {
+			struct hmm_dmirror_cmd c = {
+				.addr = (uintptr_t)thp + first * PAGE,
+				.ptr = (uintptr_t)buf,
+				.npages = n,
+			};
+			int ret = ioctl(fd, HMM_DMIRROR_READ, &c), e = errno;
+
+			bad = 0;
+			atomic_fetch_add(&thp_reads, 1);
+			if (ret == 0) {
+				atomic_fetch_add(&thp_reads_ok, 1);
+				bad = thp_differ(buf, first, n);
+				atomic_fetch_add(&thp_bytes, n * PAGE);
+			} else if (e == ENODEV && !peer) {
+				/* DEVICE was unbound: the CPU reads from now on. */
+				gone = 1;
+			} else if (!is_abi_errno(e) &&
+				   atomic_fetch_add(&bad_errno, 1) == 0) {
+				atomic_store(&first_bad_errno, e);
+			}
+		}
+		pthread_rwlock_unlock(&thp_lock);
+		if (bad)
+			fprintf(stderr, "hmm-race: THP reader: pages %" PRIu64 "-%" PRIu64 ": %zu wrong bytes\n",
+				first, first + n - 1, bad);
+		atomic_fetch_add(&thp_bad, bad);
+	}
+	close(fd);
+	free(buf);
+	return NULL;
+}
+
 static int tap_n, tap_failed;
 
 static void check(int ok, const char *what)
@@ -446,9 +756,23 @@ static char *map(size_t len, int prot, int flags, int fd)
 	return p;
 }
 
+/* A 2 MiB-aligned THP region of HUGE_PAGES, PROT_NONE around it. */
+static char *map_huge(void)
+{
+	char *area = map(2 * HUGE_SIZE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+	char *p = (char *)(((uintptr_t)area + HUGE_SIZE - 1) & ~(HUGE_SIZE - 1));
+
+	if (map_thp(p)) {
+		perror("hmm-race: mmap");
+		exit(2);
+	}
+	return p;
+}
+
 int main(int argc, char **argv)
 {
-	pthread_t th[IOCTL_THREADS + 3];
+	pthread_t th[IOCTL_THREADS + 6];
+	pthread_rwlockattr_t attr;
 	unsigned long total = 0, ok = 0;
 	int seconds, fd, i, nth;
 	char *area;
@@ -500,11 +824,23 @@ int main(int argc, char **argv)
 		return 2;
 	shared = map(SIDE_PAGES * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
 	memset(shared, 0x22, SIDE_PAGES * PAGE);
+	huge = map_huge();
+	memset(huge, 0x33, HUGE_SIZE);
+	thp = map_huge();
+	thp_want = map(HUGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+	thp_old = map(HUGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+	/* The THP thread's rewrites must not wait behind a stream of reads. */
+	pthread_rwlockattr_init(&attr);
+	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&thp_lock, &attr);
 
 	for (i = 0; i < IOCTL_THREADS; i++)
 		pthread_create(&th[i], NULL, ioctl_thread, (void *)(uintptr_t)i);
 	pthread_create(&th[i++], NULL, chaos_thread, NULL);
+	pthread_create(&th[i++], NULL, huge_chaos_thread, NULL);
 	pthread_create(&th[i++], NULL, data_thread, NULL);
+	pthread_create(&th[i++], NULL, thp_thread, NULL);
+	pthread_create(&th[i++], NULL, thp_reader, NULL);
 	if (peer)
 		pthread_create(&th[i++], NULL, peer_thread, NULL);
 	nth = i;
@@ -519,16 +855,17 @@ int main(int argc, char **argv)
 		total += atomic_load(&calls[i]);
 		ok += atomic_load(&ok_calls[i]);
 	}
-	printf("# ioctls: %lu (%lu returned 0, %lu with hostile arguments); chaos: %lu; data rounds: %lu, %lu bytes checked\n",
+	printf("# ioctls: %lu (%lu returned 0, %lu with hostile arguments); chaos: %lu, on the huge region: %lu; data rounds: %lu, %lu bytes checked\n",
 	       total, ok, atomic_load(&hostile_calls), atomic_load(&chaos_ops),
-	       atomic_load(&data_rounds), atomic_load(&data_bytes));
+	       atomic_load(&huge_chaos_ops), atomic_load(&data_rounds), atomic_load(&data_bytes));
 	/* Every kind of command ran, and most valid ones succeeded. */
 	check(total > 0 && ok > 0 && atomic_load(&calls[3]) > 0, "the ioctl threads ran");
 	check(atomic_load(&bad_errno) == 0, "every ioctl returned 0 or an errno of the ABI");
 	if (atomic_load(&bad_errno))
 		printf("# %lu bad returns, first: %s errno %d\n", atomic_load(&bad_errno),
 		       cmds[atomic_load(&first_bad_cmd)].name, atomic_load(&first_bad_errno));
-	check(atomic_load(&chaos_ops) > 0, "the chaos thread ran");
+	check(atomic_load(&chaos_ops) > 0 && atomic_load(&huge_chaos_ops) > 0,
+	      "the chaos threads ran");
 	if (peer) {
 		printf("# peer: %lu calls, %lu returned 0\n", atomic_load(&peer_calls),
 		       atomic_load(&peer_ok));
@@ -541,6 +878,23 @@ int main(int argc, char **argv)
 	check(atomic_load(&data_bad) == 0, "every byte of the data thread's buffer was right");
 	if (atomic_load(&data_bad))
 		printf("# %lu bytes differ\n", atomic_load(&data_bad));
+	printf("# THP: %lu rounds, %lu with the buffer in device memory as one PMD; migrations: %lu (%lu returned 0); reads %s: %lu (%lu returned 0), by the CPU: %lu; %lu bytes checked\n",
+	       atomic_load(&thp_rounds), atomic_load(&thp_pmd_rounds),
+	       atomic_load(&thp_migrations), atomic_load(&thp_migrations_ok),
+	       peer ? "through the peer's aliases" : "through a second file",
+	       atomic_load(&thp_reads), atomic_load(&thp_reads_ok), atomic_load(&thp_cpu_reads),
+	       atomic_load(&thp_bytes));
+	check((atomic_load(&thp_rounds) > 0 || atomic_load(&device_gone)) &&
+	      atomic_load(&thp_errs) == 0,
+	      "THP: the THP thread's migrations, reads and writes of its 2 MiB buffer succeeded");
+	check(atomic_load(&thp_pmd_rounds) > 0 || atomic_load(&device_gone),
+	      "THP: the buffer was migrated to device memory as one PMD-sized folio");
+	check(atomic_load(&thp_reads_ok) > 0 && atomic_load(&thp_cpu_reads) > 0,
+	      "THP: the reader read the buffer through the device and with the CPU meanwhile");
+	check(atomic_load(&thp_bad) == 0,
+	      "THP: every byte read, migrated or checked of the THP buffer was right");
+	if (atomic_load(&thp_bad))
+		printf("# THP: %lu bytes differ\n", atomic_load(&thp_bad));
 	printf("1..%d\n", tap_n);
 	return tap_failed ? 1 : 0;
 }

@@ -47,26 +47,43 @@
  * after each, DEV's resident-page count is back to its value before; then
  * the device still migrates and returns data correctly.
  *
- * fuzz: CALLS ioctls with random command numbers, sizes and argument
- * pointers, and valid commands with hostile arguments (the table in
- * Documentation/misc-devices/rvram.rst), while a second thread unmaps,
- * write-protects and remaps their targets: every call returns 0 or an
- * errno of that table.
+ * fuzz: CALLS calls. Four in five are ioctls with random command numbers,
+ * sizes and argument pointers, and valid commands with hostile arguments
+ * (the table in Documentation/misc-devices/rvram.rst), while a second
+ * thread unmaps, write-protects and remaps their targets: every call
+ * returns 0 or an errno of that table. One in five is a VRAM buffer object
+ * call (see "dma-bufs" below): RVRAM_IOCTL_ALLOC_DMABUF with valid and
+ * hostile sizes, flags and argument pointers, and on the dma-bufs it
+ * returns mmap() with random protections, types, offsets and lengths, CPU
+ * loads and stores through the mappings, munmap(), mprotect(),
+ * DMA_BUF_IOCTL_SYNC, DMA_BUF_SET_NAME, unknown ioctls and close(); the
+ * dmirror commands also get the buffers' mappings as their range and result
+ * buffer. Every such call gets the exact answer the ABI fixes (a hostile
+ * call that returns 0 fails the test), every read sees the buffer's last
+ * data (zeroes, when new), and once all are closed no VRAM stays reserved
+ * and no fd is left.
  *
  * unbind: the race, and in its middle DEV's GPU (at PCI_ADDR) is unbound
  * or removed from the bus: the threads' commands on DEV fail with ENODEV
  * from then on, nothing else fails and no word is lost; the GPU comes back
- * and works. With RVRAM_KO (the module's path) in the environment, rvram
- * is then unloaded while the CPU and NIC use data in its VRAM, and loaded
- * again.
+ * and works. Meanwhile a fifth thread makes the buffer object calls of the
+ * fuzz on DEV: before the unbind they succeed, during it they may also
+ * fail with ENODEV (new buffers and mappings) or SIGBUS (accesses), after
+ * it they must; a buffer mapped and written before it is revoked. With
+ * RVRAM_KO (the module's path) in the environment, rvram is then unloaded
+ * while the CPU and NIC use data in its VRAM, and loaded again.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/dma-buf.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -74,6 +91,7 @@
 
 #include "dmirror.h"
 #include "../../odp-dma/odp_dma_uapi.h"
+#include "../../../drivers/rvram/include/uapi/misc/rvram.h"
 
 static const char *dev, *peer, *nic;
 static uint64_t seed;
@@ -611,6 +629,915 @@ static int do_race(int seconds)
 	return 0;
 }
 
+/* ------------------------------------------------------------ dma-bufs */
+
+/*
+ * VRAM buffer objects (RVRAM_IOCTL_ALLOC_DMABUF) and what their dma-buf
+ * file descriptors allow, at random: hostile and valid allocations, mmap()
+ * with any protection, type, offset and length, CPU accesses through the
+ * mappings, munmap(), mprotect(), DMA_BUF_IOCTL_SYNC, DMA_BUF_SET_NAME,
+ * unknown ioctls and close(). Each call is held to the answer the kernel
+ * must give (include/uapi/misc/rvram.h, drivers/rvram/bo.rs, the dma-buf
+ * core and mm of Linux 7.3), an exact errno wherever the ABI fixes one;
+ * every page a CPU access reads must hold what was last written to it
+ * through any mapping of its buffer (zeroes, for a buffer never written).
+ * Used by the fuzz, interleaved with its dmirror commands, and by a thread
+ * of the unbind test, where the GPU goes away under the buffers.
+ */
+
+#define BO_MAX 8
+#define BO_MAPS 16
+/*
+ * Where the buffers' mappings go: a 1 TiB window far below the kernel's
+ * mmap() area, each mapping at a fresh address in it. The other tests'
+ * threads unmap and remap their pages (the fuzz's chaos thread, the race's
+ * mremap()): a mapping the kernel placed in the hole they leave for a
+ * moment would be replaced under us.
+ */
+#define BO_WINDOW 0x300000000000ULL
+#define BO_WINDOW_SIZE (1ULL << 40)
+/* A page whose last store was cut short: its contents are not known. */
+#define BO_UNKNOWN UINT32_MAX
+
+enum {
+	BO_ALLOC, BO_MMAP, BO_ACCESS, BO_MUNMAP, BO_MPROTECT, BO_SYNC, BO_NAME, BO_IOCTL,
+	BO_CLOSE, BO_OPS
+};
+
+static const char *const bo_op_names[] = {
+	"ALLOC_DMABUF", "mmap", "access", "munmap", "mprotect", "SYNC", "SET_NAME",
+	"other ioctl", "close",
+};
+
+/* How far DEV's GPU has gone: bound, being unbound (either answer), gone. */
+enum { BO_BOUND, BO_GOING, BO_GONE };
+static atomic_int bo_phase;
+
+struct bo {
+	int fd;			/* -1 once closed (its mappings may live on) */
+	uint64_t pages;
+	uint32_t *gen;		/* per page: what was last stored, 0 for zeroes */
+	int maps;
+};
+
+struct bo_map {
+	struct bo *bo;
+	char *addr;
+	uint64_t pgoff, pages;
+	int prot;
+};
+
+struct bos {
+	const char *test;
+	int dev_fd, coherent, small;
+	uint64_t s, vram_pages, reserved; /* pages of our live buffers */
+	uint64_t next;			/* the next address in BO_WINDOW */
+	uint32_t gen;
+	struct bo *bo[BO_MAX];
+	struct bo_map map[BO_MAPS];
+	int nbo, nmap;
+	/* Arguments end at the end of `arg`, whose next page is a hole. */
+	char *arg, *none;
+	struct rvram_alloc_dmabuf *ro;	/* a valid request, read-only */
+	unsigned long calls[BO_OPS], ok[BO_OPS], bad[BO_OPS], gone_calls;
+	unsigned long bytes, bad_bytes, sigbus, sigsegv;
+};
+
+/* Accesses that may fault: the signal they got, per thread. */
+static __thread sigjmp_buf probe_jump;
+static __thread volatile sig_atomic_t probing;
+
+static void probe_signal(int sig)
+{
+	if (probing)
+		siglongjmp(probe_jump, sig);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void catch_probe_signals(void)
+{
+	struct sigaction sa = { .sa_handler = probe_signal, .sa_flags = SA_NODEFER };
+
+	sigaction(SIGBUS, &sa, NULL);
+	sigaction(SIGSEGV, &sa, NULL);
+}
+
+/* Writes a page with the words of generation gen: 0, or the signal. */
+static int probe_fill(volatile uint64_t *w, uint32_t gen)
+{
+	int sig = sigsetjmp(probe_jump, 1);
+
+	if (!sig) {
+		probing = 1;
+		for (size_t i = 0; i < WORDS_PER_PAGE; i++)
+			w[i] = word(gen, i);
+	}
+	probing = 0;
+	return sig;
+}
+
+/* Bytes of a page that are not generation gen's (0: zeroes) into *bad: 0, or the signal. */
+static int probe_check(volatile uint64_t *w, uint32_t gen, size_t *bad)
+{
+	volatile size_t n = 0;
+	int sig = sigsetjmp(probe_jump, 1);
+
+	if (!sig) {
+		probing = 1;
+		for (size_t i = 0; i < WORDS_PER_PAGE; i++)
+			n += w[i] != (gen ? word(gen, i) : 0) ? 8 : 0;
+	}
+	probing = 0;
+	*bad = n;
+	return sig;
+}
+
+/* One byte loaded or stored (a store alone, no load first): 0, or the signal. */
+static int probe_byte(volatile char *p, int store)
+{
+	int sig = sigsetjmp(probe_jump, 1);
+
+	if (!sig) {
+		probing = 1;
+		if (store)
+			*p = 0x5a;
+		else
+			(void)*p;
+	}
+	probing = 0;
+	return sig;
+}
+
+static void bo_fail(struct bos *st, int op, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* An answer the kernel must not give: counted, the first ones printed. */
+static void bo_fail(struct bos *st, int op, const char *fmt, ...)
+{
+	unsigned long n = 0;
+	va_list ap;
+
+	st->bad[op]++;
+	for (int i = 0; i < BO_OPS; i++)
+		n += st->bad[i];
+	if (n > 10)
+		return;
+	printf("# %s: dma-buf %s (call %lu, phase %d): ", st->test, bo_op_names[op],
+	       st->calls[op], atomic_load(&bo_phase));
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+}
+
+/* Whether errno e (0: success) is one of the n answers in want. */
+static int one_of(int e, const int *want, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (want[i] == e)
+			return 1;
+	return 0;
+}
+
+/* An errno's name, "0" for success. */
+static const char *errname(int e)
+{
+	const char *name = e > 0 ? strerrorname_np(e) : NULL;
+
+	return !e ? "0" : name ? name : "?";
+}
+
+/* The n answers in want, as "0|ENOMEM". */
+static const char *answers(const int *want, int n, char *buf, size_t len)
+{
+	buf[0] = 0;
+	for (int i = 0; i < n; i++)
+		snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", i ? "|" : "",
+			 errname(want[i]));
+	return buf;
+}
+
+/*
+ * mmap() at a fresh address of the window (a hint: where the kernel takes
+ * it, nothing of anyone else's is there), with a guard page after it.
+ */
+static void *bo_mmap_fresh(struct bos *st, uint64_t len, int prot, int flags, int fd, off_t off)
+{
+	uint64_t at = BO_WINDOW + st->next;
+
+	if (len < BO_WINDOW_SIZE / 4)
+		st->next = (st->next + ((len + PAGE - 1) & ~(PAGE - 1)) + PAGE) % BO_WINDOW_SIZE;
+	return mmap((void *)(uintptr_t)at, len, prot, flags, fd, off);
+}
+
+static void *bo_map_anon(struct bos *st, uint64_t len)
+{
+	void *p = bo_mmap_fresh(st, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+				-1, 0);
+
+	if (p == MAP_FAILED) {
+		perror("rvram-stress: mmap");
+		exit(2);
+	}
+	return p;
+}
+
+static void bo_setup(struct bos *st, const char *test, int dev_fd, uint64_t s, int small)
+{
+	memset(st, 0, sizeof(*st));
+	st->test = test;
+	st->dev_fd = dev_fd;
+	st->s = s;
+	st->small = small;
+	st->vram_pages = rvram_stat(dev, "pages_total");
+	/* The argument page, and after it a page no access may reach. */
+	st->arg = bo_map_anon(st, 2 * PAGE);
+	mprotect(st->arg + PAGE, PAGE, PROT_NONE);
+	st->none = bo_map_anon(st, PAGE);
+	mprotect(st->none, PAGE, PROT_NONE);
+	st->ro = bo_map_anon(st, PAGE);
+	st->ro->size = PAGE;
+	st->ro->fd = -1;
+	mprotect(st->ro, PAGE, PROT_READ);
+	/* Device-coherent VRAM exports nothing: every readable request gets EOPNOTSUPP. */
+	{
+		struct rvram_alloc_dmabuf a = { .size = PAGE, .fd = -1 };
+
+		if (ioctl(dev_fd, RVRAM_IOCTL_ALLOC_DMABUF, &a) == 0)
+			close(a.fd);
+		else
+			st->coherent = errno == EOPNOTSUPP;
+	}
+	catch_probe_signals();
+}
+
+static void bo_free_if_unused(struct bos *st, struct bo *bo)
+{
+	if (bo->fd >= 0 || bo->maps)
+		return;
+	for (int i = 0; i < st->nbo; i++) {
+		if (st->bo[i] == bo) {
+			st->bo[i] = st->bo[--st->nbo];
+			break;
+		}
+	}
+	st->reserved -= bo->pages;
+	free(bo->gen);
+	free(bo);
+}
+
+static void bo_forget_map(struct bos *st, int i)
+{
+	struct bo *bo = st->map[i].bo;
+
+	st->map[i] = st->map[--st->nmap];
+	bo->maps--;
+	bo_free_if_unused(st, bo);
+}
+
+/* A random buffer with an open fd, or NULL. */
+static struct bo *bo_pick_open(struct bos *st)
+{
+	int open_bos[BO_MAX], n = 0;
+
+	for (int i = 0; i < st->nbo; i++)
+		if (st->bo[i]->fd >= 0)
+			open_bos[n++] = i;
+	return n ? st->bo[open_bos[rnd_below(&st->s, n)]] : NULL;
+}
+
+static void bo_alloc(struct bos *st)
+{
+	uint64_t *s = &st->s, vram = st->vram_pages * PAGE, size, free_max;
+	struct rvram_alloc_dmabuf *a = (void *)(st->arg + PAGE - sizeof(*a)), *arg = a;
+	int readable = 1, ro = 0, partial = 0, pb = atomic_load(&bo_phase), pa, ret, e, n = 0;
+	int nofile = 0, want[4] = { 0 };
+	struct rlimit rl0, rl;
+	uint32_t flags = 0;
+	const char *where = "";
+	char wbuf[64];
+
+	/* VRAM that can be free: a larger request must fail. */
+	free_max = (st->vram_pages - st->reserved) * PAGE;
+	switch (rnd_below(s, 16)) {
+	case 0:
+		size = 0;
+		break;
+	case 1:
+		size = 1 + rnd_below(s, PAGE - 1);
+		break;
+	case 2:	/* unaligned */
+		size = (1 + rnd_below(s, 64)) * PAGE + 1 + rnd_below(s, PAGE - 1);
+		break;
+	case 3:	/* past VRAM */
+		size = vram + PAGE * (1 + rnd_below(s, 1024));
+		break;
+	case 4:	/* wraps */
+		size = ~0ULL - rnd_below(s, 2 * PAGE);
+		break;
+	case 5:	/* 1 GiB to 2^63 */
+		size = 1ULL << (30 + rnd_below(s, 34));
+		break;
+	case 6:	/* more than can be free */
+		size = free_max + PAGE * (1 + rnd_below(s, 16));
+		break;
+	case 7:	/* all that can be free, rarely: the whole VRAM cleared */
+		size = !st->small && !rnd_below(s, 256) && free_max ? free_max :
+		       (1 + rnd_below(s, 16)) * PAGE;
+		break;
+	case 8:	/* up to 2 MiB */
+		size = (1 + rnd_below(s, 512)) * PAGE;
+		break;
+	default:
+		size = (1 + rnd_below(s, 16)) * PAGE;
+		break;
+	}
+	if (!rnd_below(s, 8))
+		flags = rnd_below(s, 2) ? 1U << rnd_below(s, 32) : (uint32_t)rnd(s) | 1;
+	switch (rnd_below(s, 16)) {
+	case 0:
+		arg = NULL;
+		readable = 0;
+		where = "NULL ";
+		break;
+	case 1:
+		arg = (void *)0xffff888000001000ULL;
+		readable = 0;
+		where = "kernel ";
+		break;
+	case 2:
+		arg = (void *)st->none;
+		readable = 0;
+		where = "PROT_NONE ";
+		break;
+	case 3:	/* size readable, flags in the hole */
+		arg = (void *)(st->arg + PAGE - 8);
+		readable = 0;
+		where = "into a hole ";
+		break;
+	case 4:	/* the request read, the fd written into the hole */
+		arg = (void *)(st->arg + PAGE - 12);
+		partial = 1;
+		where = "fd in a hole ";
+		break;
+	case 5:
+		arg = st->ro;
+		ro = 1;
+		size = st->ro->size;
+		flags = 0;
+		where = "read-only ";
+		break;
+	}
+	if (arg == a) {
+		a->size = size;
+		a->flags = flags;
+		a->fd = -1;
+	} else if (partial) {
+		memcpy(arg, &size, 8);
+		memcpy((char *)arg + 8, &flags, 4);
+	} else if (arg == (void *)(st->arg + PAGE - 8)) {
+		memcpy(arg, &size, 8);
+	}
+
+	/*
+	 * Rarely, no descriptor free below RLIMIT_NOFILE (not where other
+	 * threads open files meanwhile: the unbind test's).
+	 */
+	if (!st->small && arg == a && !rnd_below(s, 64) && !getrlimit(RLIMIT_NOFILE, &rl0)) {
+		int lowest = dup(st->dev_fd);
+
+		close(lowest);
+		rl = rl0;
+		rl.rlim_cur = lowest;
+		nofile = lowest > 0 && !setrlimit(RLIMIT_NOFILE, &rl);
+		where = nofile ? "no free fd, " : "";
+	}
+	ret = ioctl(st->dev_fd, RVRAM_IOCTL_ALLOC_DMABUF, arg);
+	e = ret == 0 ? 0 : ret == -1 ? errno : -1000;
+	pa = atomic_load(&bo_phase);
+	st->calls[BO_ALLOC]++;
+	if (nofile)
+		setrlimit(RLIMIT_NOFILE, &rl0);
+	if (!readable) {
+		want[n++] = EFAULT;
+	} else if (st->coherent) {
+		want[n++] = EOPNOTSUPP;
+	} else if (flags || !size || size % PAGE || size > vram) {
+		want[n++] = EINVAL;
+	} else if (nofile) {
+		/* A descriptor is reserved before the GPU is asked. */
+		want[n++] = EMFILE;
+	} else {
+		/* ENODEV once the GPU is going; no VRAM: ENOMEM. */
+		if (pa != BO_BOUND)
+			want[n++] = ENODEV;
+		if (pb != BO_GONE) {
+			want[n++] = ENOMEM;
+			/* The request is written back after the export: EFAULT. */
+			if (ro || partial)
+				want[n++] = EFAULT;
+			else if (size <= free_max)
+				want[n++] = 0;
+		}
+	}
+	if (!one_of(e, want, n)) {
+		bo_fail(st, BO_ALLOC, "%sargument, size %#" PRIx64 " (VRAM %#" PRIx64 ", %" PRIu64 " pages ours), flags %#x: got %s (%d), want %s",
+			where, size, vram, st->reserved, flags, errname(e), e,
+			answers(want, n, wbuf, sizeof(wbuf)));
+		if (!e && arg == a && a->fd >= 0)
+			close(a->fd);
+		return;
+	}
+	if (e)
+		return;
+	st->ok[BO_ALLOC]++;
+	if (a->fd < 0 || a->size != size || a->flags || !(fcntl(a->fd, F_GETFD) & FD_CLOEXEC)) {
+		bo_fail(st, BO_ALLOC, "size %#" PRIx64 ": returned fd %d, size %#llx, flags %#x, FD_CLOEXEC %d",
+			size, a->fd, (unsigned long long)a->size, a->flags,
+			!!(fcntl(a->fd, F_GETFD) & FD_CLOEXEC));
+		if (a->fd >= 0)
+			close(a->fd);
+		return;
+	}
+	if (st->nbo == BO_MAX) {
+		close(a->fd);
+		return;
+	}
+	{
+		struct bo *bo = calloc(1, sizeof(*bo));
+
+		bo->fd = a->fd;
+		bo->pages = size / PAGE;
+		bo->gen = calloc(bo->pages, sizeof(*bo->gen));
+		st->bo[st->nbo++] = bo;
+		st->reserved += bo->pages;
+	}
+}
+
+static void bo_mmap(struct bos *st, struct bo *bo)
+{
+	static const int prots[] = { PROT_NONE, PROT_READ, PROT_WRITE, PROT_READ | PROT_WRITE };
+	static const int shared[] = { MAP_SHARED, MAP_SHARED, MAP_SHARED_VALIDATE,
+				      MAP_SHARED | MAP_POPULATE };
+	uint64_t *s = &st->s, pgoff = rnd_below(s, bo->pages), pages;
+	int prot = prots[rnd_below(s, 4)], flags = shared[rnd_below(s, 4)];
+	int pb = atomic_load(&bo_phase), pa, kind = (int)rnd_below(s, 16), n = 0, e;
+	int want[3] = { 0 };
+	uint64_t len, off;
+	char wbuf[64];
+	char *p;
+
+	pages = 1 + rnd_below(s, bo->pages - pgoff);
+	len = pages * PAGE - rnd_below(s, PAGE);	/* a partial last page maps it whole */
+	off = pgoff * PAGE;
+	switch (kind) {
+	case 0:
+		len = 0;
+		want[n++] = EINVAL;
+		break;
+	case 1:
+		off += 1 + rnd_below(s, PAGE - 1);
+		want[n++] = EINVAL;
+		break;
+	case 2:	/* past the end */
+		pgoff = rnd_below(s, bo->pages + 1);
+		len = (bo->pages - pgoff + 1 + rnd_below(s, 4)) * PAGE;
+		off = pgoff * PAGE;
+		want[n++] = EINVAL;
+		break;
+	case 3:	/* 2^40 to 2^52 */
+		off = 1ULL << (40 + rnd_below(s, 13));
+		len = PAGE;
+		want[n++] = EINVAL;
+		break;
+	case 4:	/* negative */
+		off = -(1 + rnd_below(s, 16)) * PAGE;
+		len = PAGE;
+		want[n++] = EINVAL;
+		want[n++] = EOVERFLOW;
+		break;
+	case 5:	/* rounds up to 0 */
+		len = ~0ULL - rnd_below(s, PAGE - 1);
+		want[n++] = ENOMEM;
+		break;
+	case 6:	/* longer than the address space */
+		len = 1ULL << (47 + rnd_below(s, 17));
+		want[n++] = ENOMEM;
+		break;
+	case 7:	/* the dma-buf file system is noexec */
+		prot |= PROT_EXEC;
+		if (rnd_below(s, 2))
+			flags = MAP_PRIVATE;
+		want[n++] = EPERM;
+		break;
+	case 8:	/* a copy-on-write PFN mapping; revoked first: ENODEV */
+		flags = MAP_PRIVATE;
+		break;
+	case 9:
+		flags = MAP_SHARED_VALIDATE | MAP_SYNC;
+		want[n++] = EOPNOTSUPP;
+		break;
+	case 10:	/* no mapping type */
+		flags = 0;
+		want[n++] = EINVAL;
+		break;
+	}
+	p = bo_mmap_fresh(st, len, prot, flags, bo->fd, (off_t)off);
+	e = p == MAP_FAILED ? errno : 0;
+	pa = atomic_load(&bo_phase);
+	st->calls[BO_MMAP]++;
+	if (kind == 8 || kind > 10) {
+		if (pb != BO_GONE)
+			want[n++] = kind == 8 ? EINVAL : 0;
+		if (pa != BO_BOUND)
+			want[n++] = ENODEV;
+	}
+	if (!one_of(e, want, n))
+		bo_fail(st, BO_MMAP, "fd of %" PRIu64 " pages, len %#" PRIx64 ", offset %#" PRIx64 ", prot %#x, flags %#x: got %s, want %s",
+			bo->pages, len, off, prot, flags, errname(e),
+			answers(want, n, wbuf, sizeof(wbuf)));
+	if (e)
+		return;
+	st->ok[BO_MMAP]++;
+	if (kind <= 10 || st->nmap == BO_MAPS) {
+		munmap(p, len);
+		return;
+	}
+	st->map[st->nmap++] = (struct bo_map){
+		.bo = bo, .addr = p, .pgoff = pgoff, .pages = (len + PAGE - 1) / PAGE, .prot = prot,
+	};
+	bo->maps++;
+}
+
+static void bo_access(struct bos *st, struct bo_map *m)
+{
+	uint64_t page = rnd_below(&st->s, m->pages), bpage = m->pgoff + page;
+	int store = (int)rnd_below(&st->s, 2), pb = atomic_load(&bo_phase), pa, sig;
+	int allowed = store ? m->prot & PROT_WRITE : m->prot & (PROT_READ | PROT_WRITE);
+	volatile uint64_t *w = (volatile uint64_t *)(m->addr + page * PAGE);
+	uint32_t *gen = &m->bo->gen[bpage];
+	size_t bad = 0;
+
+	st->calls[BO_ACCESS]++;
+	if (!allowed) {
+		sig = probe_byte((volatile char *)w, store);
+		st->sigsegv += sig == SIGSEGV;
+		if (sig != SIGSEGV)
+			bo_fail(st, BO_ACCESS, "%s of a PROT %#x mapping: signal %d, want SIGSEGV",
+				store ? "store" : "load", m->prot, sig);
+		return;
+	}
+	if (store) {
+		uint32_t g = ++st->gen;
+
+		sig = probe_fill(w, g);
+		*gen = sig ? BO_UNKNOWN : g;
+	} else {
+		sig = probe_check(w, *gen == BO_UNKNOWN ? 0 : *gen, &bad);
+		if (!sig && *gen != BO_UNKNOWN) {
+			st->bytes += PAGE;
+			st->bad_bytes += bad;
+			if (bad)
+				bo_fail(st, BO_ACCESS, "page %" PRIu64 " of %" PRIu64 ": %zu bytes differ from generation %u",
+					bpage, m->bo->pages, bad, *gen);
+		}
+	}
+	pa = atomic_load(&bo_phase);
+	st->sigbus += sig == SIGBUS;
+	/* SIGBUS once the GPU is going, and from the end of the unbind on. */
+	if ((sig == 0 && pb == BO_GONE) || (sig == SIGBUS && pa == BO_BOUND) ||
+	    (sig && sig != SIGBUS)) {
+		bo_fail(st, BO_ACCESS, "%s of page %" PRIu64 ": signal %d",
+			store ? "store" : "load", bpage, sig);
+		return;
+	}
+	if (!sig)
+		st->ok[BO_ACCESS]++;
+}
+
+static void bo_munmap(struct bos *st, int i)
+{
+	struct bo_map *m = &st->map[i];
+	int ret;
+
+	st->calls[BO_MUNMAP]++;
+	if (m->pages > 1 && rnd_below(&st->s, 3) == 0) {
+		/* The tail: the front stays mapped. */
+		uint64_t keep = 1 + rnd_below(&st->s, m->pages - 1);
+
+		ret = munmap(m->addr + keep * PAGE, (m->pages - keep) * PAGE);
+		if (ret)
+			bo_fail(st, BO_MUNMAP, "tail: %s", errname(errno));
+		else
+			m->pages = keep;
+	} else {
+		ret = munmap(m->addr, m->pages * PAGE);
+		if (ret)
+			bo_fail(st, BO_MUNMAP, "%s", errname(errno));
+		else
+			bo_forget_map(st, i);
+	}
+	st->ok[BO_MUNMAP] += !ret;
+}
+
+static void bo_mprotect(struct bos *st, struct bo_map *m)
+{
+	static const int prots[] = { PROT_NONE, PROT_READ, PROT_WRITE, PROT_READ | PROT_WRITE,
+				     PROT_READ | PROT_EXEC };
+	int prot = prots[rnd_below(&st->s, 5)], e;
+
+	e = mprotect(m->addr, m->pages * PAGE, prot) ? errno : 0;
+	st->calls[BO_MPROTECT]++;
+	/* No VM_MAYEXEC on a noexec mount. */
+	if (e != (prot & PROT_EXEC ? EACCES : 0))
+		bo_fail(st, BO_MPROTECT, "to %#x: got %s", prot, errname(e));
+	if (!e) {
+		m->prot = prot;
+		st->ok[BO_MPROTECT]++;
+	}
+}
+
+static void bo_sync(struct bos *st, struct bo *bo)
+{
+	uint64_t *s = &st->s, flags = (rnd_below(s, 2) ? DMA_BUF_SYNC_END : DMA_BUF_SYNC_START) |
+				  (1 + rnd_below(s, 3));
+	struct dma_buf_sync *arg = (void *)(st->arg + PAGE - sizeof(*arg));
+	int want = 0, e;
+
+	switch (rnd_below(s, 8)) {
+	case 0:	/* unknown bits */
+		flags |= 1ULL << (3 + rnd_below(s, 61));
+		want = EINVAL;
+		break;
+	case 1:	/* no direction */
+		flags &= DMA_BUF_SYNC_END;
+		want = EINVAL;
+		break;
+	case 2:
+		arg = rnd_below(s, 2) ? NULL : (void *)st->none;
+		want = EFAULT;
+		break;
+	case 3:
+		arg = (void *)(st->arg + PAGE - 4);
+		want = EFAULT;
+		break;
+	}
+	if (arg == (void *)(st->arg + PAGE - sizeof(*arg)))
+		arg->flags = flags;
+	e = ioctl(bo->fd, DMA_BUF_IOCTL_SYNC, arg) ? errno : 0;
+	st->calls[BO_SYNC]++;
+	if (e != want)
+		bo_fail(st, BO_SYNC, "flags %#" PRIx64 ", argument %p: got %s, want %s", flags,
+			(void *)arg, errname(e), errname(want));
+	st->ok[BO_SYNC] += !e;
+}
+
+static void bo_name(struct bos *st, struct bo *bo)
+{
+	static const unsigned long cmds[] = { DMA_BUF_SET_NAME, DMA_BUF_SET_NAME_A,
+					      DMA_BUF_SET_NAME_B };
+	uint64_t *s = &st->s;
+	size_t len = rnd_below(s, DMA_BUF_NAME_LEN);	/* with its NUL, fits */
+	char *name;
+	int want = 0, e;
+
+	switch (rnd_below(s, 6)) {
+	case 0:	/* too long */
+		len = DMA_BUF_NAME_LEN + rnd_below(s, 32);
+		want = EINVAL;
+		break;
+	case 1:	/* no NUL before the hole */
+		len = 1 + rnd_below(s, DMA_BUF_NAME_LEN - 1);
+		want = EFAULT;
+		break;
+	}
+	name = st->arg + PAGE - len - (want == EFAULT ? 0 : 1);
+	for (size_t i = 0; i < len; i++)
+		name[i] = (char)('a' + rnd_below(s, 26));
+	if (want != EFAULT)
+		name[len] = 0;
+	if (rnd_below(s, 8) == 0) {
+		name = rnd_below(s, 2) ? NULL : st->none;
+		want = EFAULT;
+	}
+	e = ioctl(bo->fd, cmds[rnd_below(s, 3)], name) ? errno : 0;
+	st->calls[BO_NAME]++;
+	if (e != want)
+		bo_fail(st, BO_NAME, "%zu bytes at %p: got %s, want %s", len, (void *)name,
+			errname(e), errname(want));
+	st->ok[BO_NAME] += !e;
+}
+
+static void bo_ioctl(struct bos *st, struct bo *bo)
+{
+	static const int types[] = { 'b', 'b', 'R', 'H' };
+	uint64_t *s = &st->s;
+	unsigned long nr = _IOC(rnd_below(s, 4), types[rnd_below(s, 4)], rnd_below(s, 256),
+				rnd_below(s, 1 << 14));
+	int e;
+
+	/* The dma-buf's own; EXPORT/IMPORT_SYNC_FILE are absent (no SYNC_FILE). */
+	if (nr == DMA_BUF_IOCTL_SYNC || nr == DMA_BUF_SET_NAME_A || nr == DMA_BUF_SET_NAME_B)
+		return;
+	e = ioctl(bo->fd, nr, st->arg + PAGE - 64) ? errno : 0;
+	st->calls[BO_IOCTL]++;
+	if (e != ENOTTY)
+		bo_fail(st, BO_IOCTL, "%#lx: got %s, want ENOTTY", nr, errname(e));
+	st->ok[BO_IOCTL] += !e;
+}
+
+static void bo_close(struct bos *st, struct bo *bo)
+{
+	int e, dup_fd = -1;
+
+	/* Sometimes through a dup(), which the buffer lives on in. */
+	if (rnd_below(&st->s, 3) == 0)
+		dup_fd = dup(bo->fd);
+	e = close(bo->fd) ? errno : 0;
+	st->calls[BO_CLOSE]++;
+	if (e)
+		bo_fail(st, BO_CLOSE, "%s", errname(e));
+	st->ok[BO_CLOSE] += !e;
+	bo->fd = dup_fd;
+	bo_free_if_unused(st, bo);
+}
+
+/* One random operation on the buffers. */
+static void bo_step(struct bos *st)
+{
+	/* Percent of the calls below each kind's end, in enum order. */
+	static const int below_end[BO_OPS] = { 30, 50, 75, 83, 86, 90, 93, 96, 100 };
+	int r = (int)rnd_below(&st->s, 100), op = 0;
+	struct bo *bo = bo_pick_open(st);
+
+	while (r >= below_end[op])
+		op++;
+	/* A mapping's operation needs a mapping, an fd's an open buffer. */
+	if ((op == BO_ACCESS || op == BO_MUNMAP || op == BO_MPROTECT) && !st->nmap)
+		op = BO_MMAP;
+	if (op != BO_ALLOC && op != BO_ACCESS && op != BO_MUNMAP && op != BO_MPROTECT && !bo)
+		op = st->nmap ? BO_MUNMAP : BO_ALLOC;
+	if (atomic_load(&bo_phase) == BO_GONE)
+		st->gone_calls++;
+	switch (op) {
+	case BO_ALLOC:
+		bo_alloc(st);
+		break;
+	case BO_MMAP:
+		bo_mmap(st, bo);
+		break;
+	case BO_ACCESS:
+		bo_access(st, &st->map[rnd_below(&st->s, st->nmap)]);
+		break;
+	case BO_MUNMAP:
+		bo_munmap(st, (int)rnd_below(&st->s, st->nmap));
+		break;
+	case BO_MPROTECT:
+		bo_mprotect(st, &st->map[rnd_below(&st->s, st->nmap)]);
+		break;
+	case BO_SYNC:
+		bo_sync(st, bo);
+		break;
+	case BO_NAME:
+		bo_name(st, bo);
+		break;
+	case BO_IOCTL:
+		bo_ioctl(st, bo);
+		break;
+	default:
+		/* Closing the fd leaves its mappings: the buffer lives on. */
+		bo_close(st, bo);
+		break;
+	}
+}
+
+/* Unmaps and closes everything. */
+static void bo_teardown(struct bos *st)
+{
+	while (st->nmap) {
+		if (munmap(st->map[0].addr, st->map[0].pages * PAGE))
+			bo_fail(st, BO_MUNMAP, "teardown: errno %d", errno);
+		bo_forget_map(st, 0);
+	}
+	while (st->nbo) {
+		struct bo *bo = st->bo[0];
+
+		if (bo->fd >= 0 && close(bo->fd))
+			bo_fail(st, BO_CLOSE, "teardown: errno %d", errno);
+		bo->fd = -1;
+		bo_free_if_unused(st, bo);
+	}
+	munmap(st->arg, 2 * PAGE);
+	munmap(st->none, PAGE);
+	munmap(st->ro, PAGE);
+}
+
+/* A random mapping of a buffer, for the dmirror commands to target, or 0. */
+static uint64_t bo_any_mapping(struct bos *st, uint64_t *s)
+{
+	return st->nmap ? (uintptr_t)st->map[rnd_below(s, st->nmap)].addr : 0;
+}
+
+/*
+ * A command may have written `npages` pages at p (the kernel copying a
+ * result out), through the mappings of buffers there: their contents are
+ * not known any more.
+ */
+static void bo_written(struct bos *st, uint64_t p, uint64_t npages)
+{
+	/* Commands of more than 1 GiB of pages fail with ENOMEM first. */
+	uint64_t end = p + (npages < (1ULL << 18) ? npages : 1ULL << 18) * PAGE;
+
+	if (end < p)
+		end = UINT64_MAX;
+	for (int i = 0; i < st->nmap; i++) {
+		struct bo_map *m = &st->map[i];
+		uint64_t start = (uintptr_t)m->addr;
+
+		if (p < start + m->pages * PAGE && end > start)
+			for (uint64_t k = 0; k < m->pages; k++)
+				m->bo->gen[m->pgoff + k] = BO_UNKNOWN;
+	}
+}
+
+/* TAP: every call answered as it must; the data was right. */
+static void bo_report(struct bos *st)
+{
+	unsigned long calls = 0, bad = 0;
+
+	for (int op = 0; op < BO_OPS; op++) {
+		printf("# %s: dma-buf %-12s %7lu (%lu returned 0, %lu wrong)\n", st->test,
+		       bo_op_names[op], st->calls[op], st->ok[op], st->bad[op]);
+		calls += st->calls[op];
+		bad += st->bad[op];
+	}
+	printf("# %s: %lu bytes of buffers checked, %lu SIGSEGV, %lu SIGBUS\n", st->test,
+	       st->bytes, st->sigsegv, st->sigbus);
+	tap(bad == 0,
+	    "%s: %lu dma-buf calls (ALLOC_DMABUF, mmap, accesses, munmap, mprotect, SYNC, SET_NAME, other ioctls, close) answered as the ABI requires (%lu did not)",
+	    st->test, calls, bad);
+	tap(st->bad_bytes == 0,
+	    "%s: every read through a dma-buf mapping saw the buffer's last data, fresh buffers zeroes (%lu of %lu bytes differ)",
+	    st->test, st->bad_bytes, st->bytes);
+}
+
+/*
+ * The unbind test's dma-buf thread: bo_step() until the race stops, with
+ * one buffer (the anchor) mapped and written before the GPU goes, which
+ * must then be revoked: its accesses SIGBUS, a new mmap() and a new
+ * buffer get ENODEV, SYNC still answers, close() is clean.
+ */
+struct bo_thread_state {
+	struct bos st;
+	int anchor_ok, revoked_ok;
+	char revoked[160];
+};
+
+static void *bo_thread(void *arg)
+{
+	struct bo_thread_state *b = arg;
+	struct bos *st = &b->st;
+	struct rvram_alloc_dmabuf a = { .size = 4 * PAGE, .fd = -1 };
+	struct dma_buf_sync sync = { DMA_BUF_SYNC_START | DMA_BUF_SYNC_RW };
+	char *m = MAP_FAILED;
+	size_t bad = 1;
+
+	if (ioctl(st->dev_fd, RVRAM_IOCTL_ALLOC_DMABUF, &a) == 0)
+		m = bo_mmap_fresh(st, 4 * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, a.fd, 0);
+	if (m != MAP_FAILED && !probe_fill((uint64_t *)m, 1u << 31))
+		probe_check((uint64_t *)m, 1u << 31, &bad);
+	b->anchor_ok = m != MAP_FAILED && !bad;
+	if (a.fd >= 0)
+		st->reserved += 4;
+	while (!atomic_load(&stop))
+		bo_step(st);
+	if (b->anchor_ok && atomic_load(&bo_phase) == BO_GONE) {
+		struct rvram_alloc_dmabuf n = { .size = PAGE, .fd = -1 };
+		int load = probe_byte(m + PAGE, 0), store = probe_byte(m + 3 * PAGE, 1);
+		void *p = bo_mmap_fresh(st, PAGE, PROT_READ, MAP_SHARED, a.fd, 0);
+		int map_e = p == MAP_FAILED ? errno : 0;
+		int alloc_e = ioctl(st->dev_fd, RVRAM_IOCTL_ALLOC_DMABUF, &n) ? errno : 0;
+		int sync_e = ioctl(a.fd, DMA_BUF_IOCTL_SYNC, &sync) ? errno : 0;
+
+		if (p != MAP_FAILED)
+			munmap(p, PAGE);
+		if (!alloc_e)
+			close(n.fd);
+		b->revoked_ok = load == SIGBUS && store == SIGBUS && map_e == ENODEV &&
+				alloc_e == ENODEV && sync_e == 0;
+		snprintf(b->revoked, sizeof(b->revoked),
+			 "load signal %d, store signal %d, mmap errno %d, ALLOC_DMABUF errno %d, SYNC errno %d",
+			 load, store, map_e, alloc_e, sync_e);
+	}
+	if (m != MAP_FAILED)
+		munmap(m, 4 * PAGE);
+	if (a.fd >= 0 && close(a.fd))
+		b->revoked_ok = 0;
+	bo_teardown(st);
+	return NULL;
+}
+
 /* -------------------------------------------------------------- unbind */
 
 /* Waits up to 10 s for `path` to exist. */
@@ -678,14 +1605,20 @@ static int do_unbind(const char *pci, int seconds)
 	const char *ko = getenv("RVRAM_KO");
 	uint64_t s = rnd_stream(seed, 100);
 	int remove = (int)rnd_below(&s, 2), before = 1 + (int)rnd_below(&s, seconds / 2 + 1);
+	struct bo_thread_state *bt = map_anon(sizeof(*bt));
 	char path[256];
 	struct timespec t0;
 	struct race x;
 	long resident, aliases, grants;
 	int ret, enodev = 0;
+	pthread_t bo_th;
 
 	race_setup(&x);
 	race_start(&x);
+	/* DEV's buffer objects, their fds and mappings, used throughout. */
+	atomic_store(&bo_phase, BO_BOUND);
+	bo_setup(&bt->st, "unbind", open_dev(dev, 0), rnd_stream(seed, 101), 1);
+	pthread_create(&bo_th, NULL, bo_thread, bt);
 	sleep(before);
 	ret = syscall(SYS_delete_module, "rvram", O_NONBLOCK) ? errno : 0;
 	tap(ret == EWOULDBLOCK || ret == EBUSY,
@@ -697,6 +1630,7 @@ static int do_unbind(const char *pci, int seconds)
 		tap(grants > 0, "unbind: %s holds P2P aliases of %s's VRAM (%ld granted so far)",
 		    peer, dev, grants);
 	atomic_store(&dev_gone, 1);
+	atomic_store(&bo_phase, BO_GOING);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (remove) {
 		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/remove", pci);
@@ -704,11 +1638,22 @@ static int do_unbind(const char *pci, int seconds)
 	} else {
 		ret = sysfs_write("/sys/bus/pci/drivers/rvram/unbind", pci);
 	}
+	atomic_store(&bo_phase, BO_GONE);
 	tap(ret == 0, "unbind: %s %s while %d threads race on its VRAM (%ld pages resident, %ld mapped by the NIC as aliases, just before; %ld ms)",
 	    remove ? "remove" : "unbind", pci, THREADS, resident, aliases, ms_since(&t0));
 	sleep(seconds - before > 1 ? seconds - before : 1);
 	race_stop(&x);
+	pthread_join(bo_th, NULL);
 	race_report(&x, "unbind", seconds, 0);
+	bo_report(&bt->st);
+	tap(bt->anchor_ok && bt->st.gone_calls > 0,
+	    "unbind: the dma-buf thread mapped and wrote a buffer before, and went on after the GPU was gone (%lu calls)",
+	    bt->st.gone_calls);
+	tap(bt->revoked_ok,
+	    "unbind: that buffer is revoked: accesses SIGBUS, a new mmap and ALLOC_DMABUF ENODEV, SYNC 0, close 0 (%s)",
+	    bt->revoked);
+	close(bt->st.dev_fd);
+	munmap(bt, sizeof(*bt));
 	for (int t = 0; t < THREADS; t++)
 		enodev += dmirror(x.rs[t]->fd, HMM_DMIRROR_READ, own_page(t, 0), x.rs[t]->buf, 1) ==
 			  -ENODEV;
@@ -723,8 +1668,8 @@ static int do_unbind(const char *pci, int seconds)
 		ret = sysfs_write("/sys/bus/pci/drivers/rvram/bind", pci);
 	tap(ret == 0 && wait_for(dev) == 0, "unbind: %s %s again: %s is back",
 	    remove ? "rescan, and rvram binds" : "bind", pci, dev);
-	tap(rvram_stat(dev, "pages_resident") == 0, "unbind: the new %s starts with empty VRAM",
-	    dev);
+	tap(rvram_stat(dev, "pages_resident") == 0 && rvram_stat(dev, "dmabuf_pages") == 0,
+	    "unbind: the new %s starts with empty VRAM, no buffer reserved", dev);
 	still_works("unbind", 64);
 
 	if (ko) {
@@ -1140,11 +2085,28 @@ static int do_kill(int rounds)
 
 /* ---------------------------------------------------------------- fuzz */
 
+/* Open file descriptors of this process. */
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
 #define FUZZ_PAGES 64
 #define SIDE 16
 
 static char *fz_anon, *fz_ro, *fz_none, *fz_shared, *fz_file, *fz_devmap;
 static atomic_ulong fz_chaos;
+/* The fuzz's buffer objects (the main thread's only). */
+static struct bos fz_bos;
 
 static void *fuzz_chaos(void *arg)
 {
@@ -1189,7 +2151,9 @@ static void *fuzz_chaos(void *arg)
 
 static uint64_t fuzz_addr(uint64_t *s)
 {
-	switch (rnd_below(s, 12)) {
+	uint64_t bo_map;
+
+	switch (rnd_below(s, 13)) {
 	case 0: return 0;
 	case 1: return (uintptr_t)fz_anon + 1 + rnd_below(s, PAGE - 1);	/* unaligned */
 	case 2: return 0xffff888000000000ULL + rnd_below(s, 1 << 20) * PAGE;	/* kernel */
@@ -1201,8 +2165,14 @@ static uint64_t fuzz_addr(uint64_t *s)
 	case 8: return (uintptr_t)fz_devmap;
 	case 9: return rnd(s) & ~(PAGE - 1);				/* anywhere */
 	case 10: return ~0ULL & ~(PAGE - 1);
-	default: return (uintptr_t)fz_anon + rnd_below(s, FUZZ_PAGES) * PAGE;
+	case 11:
+		/* A dma-buf's mapping of VRAM: VM_IO | VM_PFNMAP. */
+		bo_map = bo_any_mapping(&fz_bos, s);
+		if (bo_map)
+			return bo_map;
+		break;
 	}
+	return (uintptr_t)fz_anon + rnd_below(s, FUZZ_PAGES) * PAGE;
 }
 
 static uint64_t fuzz_npages(uint64_t *s)
@@ -1219,15 +2189,23 @@ static uint64_t fuzz_npages(uint64_t *s)
 
 static uint64_t fuzz_ptr(uint64_t *s, char *buf, uint64_t addr)
 {
-	switch (rnd_below(s, 8)) {
+	uint64_t bo_map;
+
+	switch (rnd_below(s, 9)) {
 	case 0: return 0;
 	case 1: return (uintptr_t)fz_ro;
 	case 2: return addr;				/* overlaps addr */
 	case 3: return 0xffff888000000000ULL;
 	case 4: return (uintptr_t)fz_none;
 	case 5: return (uintptr_t)buf + 1 + rnd_below(s, 7);	/* unaligned */
-	default: return (uintptr_t)buf;
+	case 6:
+		/* Results copied out into a dma-buf's mapping. */
+		bo_map = bo_any_mapping(&fz_bos, s);
+		if (bo_map)
+			return bo_map;
+		break;
 	}
+	return (uintptr_t)buf;
 }
 
 static int do_fuzz(unsigned long calls)
@@ -1242,9 +2220,9 @@ static int do_fuzz(unsigned long calls)
 	size_t buflen = (FUZZ_PAGES + 1) * PAGE;
 	char *buf = map_anon(buflen), *argbuf = map_anon(2 * PAGE);
 	unsigned long n_ok = 0, n_random = 0, n_bad = 0, errs[256] = { 0 };
-	long resident0 = rvram_stat(dev, "pages_resident");
+	long resident0 = rvram_stat(dev, "pages_resident"), bo_pages0, bo_live0, bo_pages, bo_live;
 	uint64_t s = rnd_stream(seed, 1);
-	int fd = open_dev(dev, 0), tfd, efd;
+	int fd = open_dev(dev, 0), tfd, efd, fds0, fds, n_bo_kinds = 0;
 	pthread_t chaos;
 	time_t t0 = time(NULL);
 
@@ -1269,19 +2247,30 @@ static int do_fuzz(unsigned long calls)
 	}
 	memset(fz_anon, 0x11, FUZZ_PAGES * PAGE);
 	memset(fz_shared, 0x22, SIDE * PAGE);
+	/* VRAM buffer objects: what is reserved and open before them. */
+	bo_setup(&fz_bos, "fuzz", fd, rnd_stream(seed, 2), 0);
+	bo_pages0 = rvram_stat(dev, "dmabuf_pages");
+	bo_live0 = rvram_stat(dev, "dmabufs_exported") - rvram_stat(dev, "dmabufs_released");
+	fds0 = count_fds();
 	pthread_create(&chaos, NULL, fuzz_chaos, NULL);
 
 	for (unsigned long i = 0; i < calls; i++) {
 		struct hmm_dmirror_cmd *c = (struct hmm_dmirror_cmd *)(argbuf + PAGE - sizeof(*c));
 		unsigned long nr;
 		void *arg = c;
+		uint64_t addr, ptr, npages;
 		int ret, e;
 
+		/* One call in five: the buffer objects and their dma-bufs. */
+		if (rnd_below(&s, 5) == 0) {
+			bo_step(&fz_bos);
+			continue;
+		}
 		if (rnd_below(&s, 4) == 0) {
-			/* A random command: type 'H' or one no VFS ioctl uses. */
-			static const int types[] = { 'H', 'H', 'H', 'r', 'v', 0xfe };
+			/* A random command: type 'H', rvram's 'R' or one no VFS ioctl uses. */
+			static const int types[] = { 'H', 'H', 'H', 'R', 'r', 'v', 0xfe };
 
-			nr = _IOC(rnd_below(&s, 4), types[rnd_below(&s, 6)], rnd_below(&s, 256),
+			nr = _IOC(rnd_below(&s, 4), types[rnd_below(&s, 7)], rnd_below(&s, 256),
 				  rnd_below(&s, 1 << 14));
 			n_random++;
 		} else {
@@ -1309,8 +2298,14 @@ static int do_fuzz(unsigned long calls)
 		case 3: arg = (void *)0xffff888000001000ULL; break;
 		case 4: arg = fz_none; break;
 		}
+		addr = c->addr;
+		ptr = c->ptr;
+		npages = c->npages;
 		ret = ioctl(fd, nr, arg);
 		e = errno;
+		/* A buffer mapped at the range or the result: its data is anyone's now. */
+		bo_written(&fz_bos, addr, npages);
+		bo_written(&fz_bos, ptr, npages);
 		if (ret == 0) {
 			n_ok++;
 		} else if (ret != -1 || !dmirror_errno_ok(e)) {
@@ -1332,6 +2327,20 @@ static int do_fuzz(unsigned long calls)
 	tap(n_ok > 0, "fuzz: some calls succeeded");
 	tap(n_bad == 0, "fuzz: %lu ioctls returned 0 or an errno of the table (%lu did not)", calls,
 	    n_bad);
+	bo_teardown(&fz_bos);
+	bo_report(&fz_bos);
+	for (int op = 0; op < BO_OPS; op++)
+		n_bo_kinds += fz_bos.calls[op] > 0;
+	tap(fz_bos.ok[BO_ALLOC] > 0 && fz_bos.ok[BO_MMAP] > 0 && fz_bos.ok[BO_ACCESS] > 0 &&
+	    n_bo_kinds == BO_OPS,
+	    "fuzz: buffers were allocated (%lu), mapped (%lu) and accessed (%lu), and every kind of buffer call was made",
+	    fz_bos.ok[BO_ALLOC], fz_bos.ok[BO_MMAP], fz_bos.ok[BO_ACCESS]);
+	bo_pages = rvram_stat(dev, "dmabuf_pages");
+	bo_live = rvram_stat(dev, "dmabufs_exported") - rvram_stat(dev, "dmabufs_released");
+	fds = count_fds();
+	tap(bo_pages == bo_pages0 && bo_live == bo_live0 && fds == fds0,
+	    "fuzz: with every buffer closed and unmapped, no VRAM stays reserved (%ld pages, %ld before) and no buffer (%ld, %ld before) or fd (%d, %d before) is left",
+	    bo_pages, bo_pages0, bo_live, bo_live0, fds, fds0);
 	still_works("fuzz", 32);
 	/* Every target: MIGRATE_TO_DEV also fills the holes of read-only ones. */
 	munmap(fz_anon, FUZZ_PAGES * PAGE);
