@@ -15,10 +15,13 @@
 #             aliases
 #   kill      SIGKILL in the middle of migrations and alias accesses
 #   fuzz      random and hostile ioctls on each device, targets remapped
-#             meanwhile
+#             meanwhile; one call in five on VRAM buffer objects and their
+#             dma-bufs (ALLOC_DMABUF, mmap, CPU accesses, munmap, mprotect,
+#             SYNC, SET_NAME, close), each held to its exact answer
 #   unbind    the race, and rvram0's GPU unbound or removed from the bus in
-#             its middle; then rvram unloaded while the CPU and the NIC use
-#             data in VRAM, and loaded again
+#             its middle while a thread uses dma-bufs of its VRAM; then rvram
+#             unloaded while the CPU and the NIC use data in VRAM, and loaded
+#             again
 #
 # RVRAM_STRESS_SEED replays a run (the seed is printed);
 # RVRAM_STRESS_SCALE multiplies the durations and counts (make soak);

@@ -147,7 +147,7 @@ static char *race, *huge, *ro, *none, *shared;
 static atomic_int stop;
 static atomic_ulong calls[NCMDS], ok_calls[NCMDS], hostile_calls, bad_errno;
 static atomic_ulong chaos_ops, huge_chaos_ops, data_rounds, data_bytes, data_bad, data_errs;
-static atomic_ulong peer_calls, peer_ok;
+static atomic_ulong peer_calls, peer_ok, busy_retries;
 static atomic_int device_gone;
 static atomic_int first_bad_errno, first_bad_cmd;
 
@@ -456,12 +456,27 @@ static size_t differ(const char *a, const char *b, size_t len)
 static int data_ioctl(int fd, unsigned long nr, char *buf, void *ptr, uint64_t npages,
 		      int must, atomic_ulong *errs)
 {
-	struct hmm_dmirror_cmd c = {
-		.addr = (uintptr_t)buf, .ptr = (uintptr_t)ptr, .npages = npages,
-	};
+	struct hmm_dmirror_cmd c;
+	int tries = 0;
 
-	if (ioctl(fd, nr, &c) == 0)
-		return 0;
+	for (;;) {
+		c = (struct hmm_dmirror_cmd){
+			.addr = (uintptr_t)buf, .ptr = (uintptr_t)ptr, .npages = npages,
+		};
+		if (ioctl(fd, nr, &c) == 0)
+			return 0;
+		/*
+		 * The device's fault kept being restarted for the whole fault
+		 * timeout by invalidations, which the file's mirror sees
+		 * anywhere in this process (the other threads' zaps and
+		 * migrations): an answer of the ABI, and the command is whole
+		 * on a retry (a WRITE writes all of it again). Four in a row
+		 * are an error.
+		 */
+		if (errno != EBUSY || !must || ++tries == 4)
+			break;
+		atomic_fetch_add(&busy_retries, 1);
+	}
 	if (errno == ENODEV) {
 		atomic_store(&device_gone, 1);
 		return -ENODEV;
@@ -875,6 +890,9 @@ int main(int argc, char **argv)
 		printf("# the device went away during the run (ENODEV)\n");
 	check(atomic_load(&data_rounds) > 0 && atomic_load(&data_errs) == 0,
 	      "the data thread's migrations, reads and writes succeeded");
+	if (atomic_load(&busy_retries))
+		printf("# READ and WRITE of the data and THP threads retried after EBUSY: %lu times\n",
+		       atomic_load(&busy_retries));
 	check(atomic_load(&data_bad) == 0, "every byte of the data thread's buffer was right");
 	if (atomic_load(&data_bad))
 		printf("# %lu bytes differ\n", atomic_load(&data_bad));
