@@ -10,6 +10,8 @@
 #                                    then SECONDS/2 more, rvram0's GPU
 #                                    unbound a third of the way in
 #
+# Before the race on test_hmm, src/dmirror-thp-split.c splits huge device
+# folios and evicts them.
 # A driver that uses a stale translation reads or writes freed pages:
 # KASAN reports it in the kernel log, which `rvram report` fails on.
 # RVRAM_RACE_SEED replays a run (the seed is printed); RVRAM_RACE_RELEASE=0
@@ -55,6 +57,20 @@ rvram)
 	exit 2
 	;;
 esac
+
+# First, deterministically on test_hmm (rvram's device pages are order-0
+# only): a THP migrated to the device as one huge folio, split there three
+# ways, then evicted by RELEASE or migrated back (src/dmirror-thp-split.c).
+# test_hmm's eviction of a split folio copied on through all of memory
+# until the series' fix ("lib/test_hmm: make the backing page of a split
+# device folio order-0").
+if [ "$provider" = test_hmm ]; then
+	tap_bounded 120 "$RVRAM_RESULTS/dmirror-thp-split.out" \
+		"$RVRAM_GUEST_BIN/dmirror-thp-split" "$dev"
+	rc=$?
+	tap_relay "thp split: " "$(cat "$RVRAM_RESULTS/dmirror-thp-split.out")"
+	tap_eq "thp split: dmirror-thp-split exited cleanly" 0 "$rc"
+fi
 
 if [ "$provider" = rvram ] && [ ${#args[@]} -gt 0 ]; then
 	alias_before=$(stat_of rvram1 alias_accesses)
