@@ -432,9 +432,28 @@ static void gup(int fd)
 	}
 	stamp(m, BO_PAGES, 4);
 	/*
-	 * process_vm_readv()/writev() would pin the pages the same way, but
-	 * the test kernel has no CONFIG_CROSS_MEMORY_ATTACH.
+	 * process_vm_readv()/writev() pin the other side's pages with GUP,
+	 * which refuses VM_IO | VM_PFNMAP mappings. The same call on plain
+	 * memory shows that the syscall is there (CROSS_MEMORY_ATTACH).
 	 */
+	{
+		unsigned char plain[64] = { 0x5a };
+		struct iovec local = { buf, sizeof(buf) }, remote = { plain, sizeof(plain) };
+
+		n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+		e = n < 0 ? errno : 0;
+		tap(n == (ssize_t)sizeof(buf) && buf[0] == 0x5a,
+		    "gup: process_vm_readv() of plain memory copies (got %zd, %d)", n, e);
+		remote.iov_base = m;
+		n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+		e = n < 0 ? errno : 0;
+		tap(n < 0 && e == EFAULT,
+		    "gup: process_vm_readv() of the mapping gets EFAULT (got %zd, %d)", n, e);
+		n = process_vm_writev(getpid(), &local, 1, &remote, 1, 0);
+		e = n < 0 ? errno : 0;
+		tap(n < 0 && e == EFAULT,
+		    "gup: process_vm_writev() into the mapping gets EFAULT (got %zd, %d)", n, e);
+	}
 	snprintf(path, sizeof(path), "/proc/%d/mem", getpid());
 	mem = open(path, O_RDWR);
 	n = pread(mem, buf, sizeof(buf), (off_t)(uintptr_t)m);
