@@ -81,6 +81,14 @@ if [ $dma_engines = 1 ]; then
 	qopts+=" -device edu,bus=rvram_fardma,dma_mask=0xffffffffffffffff"
 fi
 
+# A small NVMe disk on the root bus: a block device for O_DIRECT, whose
+# GUP of the user buffer rvram-dmabuf-abuse points at a dma-buf mapping.
+disk=$(mktemp "${TMPDIR:-/tmp}/rvram-nvme.XXXXXX")
+trap 'rm -f "$disk"' EXIT
+truncate -s 4M "$disk"
+qopts+=" -drive file=$disk,if=none,id=rvram_nvme,format=raw"
+qopts+=" -device nvme,serial=rvram-odirect,drive=rvram_nvme,bus=pcie.0"
+
 # /dev/kvm may exist but be unable to boot a stock kernel (nested PVM here
 # hangs after decompression). Probe once per kernel and remember.
 accel=()

@@ -17,6 +17,7 @@
  * Prints TAP.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <linux/dma-buf.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -418,6 +419,59 @@ static void forks(int fd)
 
 /* ------------------------------------------------------------------- GUP */
 
+/*
+ * O_DIRECT I/O pins the user buffer with GUP for the device's DMA, which
+ * refuses VM_IO | VM_PFNMAP mappings: a read into the mapping and a write
+ * from it fail with EFAULT before any I/O. tools/vm.sh attaches a small
+ * NVMe disk for this (a block device: tmpfs and 9p copy O_DIRECT reads
+ * through the CPU instead). The same reads into plain memory show that
+ * O_DIRECT works on the disk.
+ */
+#define DIRECT_DISK "/dev/nvme0n1"
+
+static void direct_io(unsigned char *m)
+{
+	unsigned char *plain;
+	ssize_t n;
+	int disk, e;
+
+	disk = open(DIRECT_DISK, O_RDWR | O_DIRECT);
+	if (disk < 0) {
+		tap(0, "gup: open " DIRECT_DISK " with O_DIRECT (errno %d; tools/vm.sh attaches it)",
+		    errno);
+		return;
+	}
+	plain = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (plain == MAP_FAILED) {
+		tap(0, "gup: map a plain page (errno %d)", errno);
+		close(disk);
+		return;
+	}
+	memset(plain, 0xa5, PAGE);
+	n = pwrite(disk, plain, PAGE, PAGE);
+	e = n < 0 ? errno : 0;
+	tap(n == PAGE, "gup: O_DIRECT write from plain memory (got %zd, %d)", n, e);
+	memset(plain, 0, PAGE);
+	n = pread(disk, plain, PAGE, PAGE);
+	e = n < 0 ? errno : 0;
+	tap(n == PAGE && plain[0] == 0xa5 && plain[PAGE - 1] == 0xa5,
+	    "gup: O_DIRECT read into plain memory reads the disk (got %zd, %d)", n, e);
+	n = pread(disk, m, PAGE, PAGE);
+	e = n < 0 ? errno : 0;
+	tap(n < 0 && e == EFAULT, "gup: O_DIRECT read into the mapping gets EFAULT (got %zd, %d)",
+	    n, e);
+	n = pwrite(disk, m + PAGE, PAGE, 0);
+	e = n < 0 ? errno : 0;
+	tap(n < 0 && e == EFAULT,
+	    "gup: O_DIRECT write from the mapping gets EFAULT (got %zd, %d)", n, e);
+	/* Nothing was written from the mapping: block 0 still reads back zeroes. */
+	n = pread(disk, plain, PAGE, 0);
+	tap(n == PAGE && plain[0] == 0 && plain[PAGE - 1] == 0,
+	    "gup: the refused write left the disk alone (got %zd)", n);
+	munmap(plain, PAGE);
+	close(disk);
+}
+
 static void gup(int fd)
 {
 	unsigned char *m, buf[64];
@@ -475,6 +529,7 @@ static void gup(int fd)
 		close(pipefd[0]);
 		close(pipefd[1]);
 	}
+	direct_io(m);
 	tap(unstamped(m, BO_PAGES, 4) == 0, "gup: the buffer is intact afterwards");
 	munmap(m, BO_SIZE);
 }
