@@ -145,7 +145,7 @@ static int no_release;
 static uint64_t seed;
 static char *race, *huge, *ro, *none, *shared;
 static atomic_int stop;
-static atomic_ulong calls[NCMDS], ok_calls[NCMDS], hostile_calls, bad_errno;
+static atomic_ulong calls[NCMDS], ok_calls[NCMDS], hostile_calls, must_fail_calls, bad_errno;
 static atomic_ulong chaos_ops, huge_chaos_ops, data_rounds, data_bytes, data_bad, data_errs;
 static atomic_ulong peer_calls, peer_ok, busy_retries;
 static atomic_int device_gone;
@@ -203,18 +203,23 @@ static int pick_cmd(uint64_t *s)
 	return 0;
 }
 
-/* Hostile arguments: each is a case a user may pass. */
+/*
+ * Hostile arguments: each is a case a user may pass. Returns 2 for the
+ * ones every command must refuse (EINVAL: both drivers check alignment,
+ * a count of 0 and wrapping before they look at the command), 1 for the
+ * others, which some commands ignore (FLAGS and RELEASE take no range).
+ */
 static int hostile(uint64_t *s, struct hmm_dmirror_cmd *c, char *buf)
 {
 	switch (below(s, 14)) {
-	case 0: c->addr += 1 + below(s, PAGE - 1); break;	/* unaligned */
+	case 0: c->addr += 1 + below(s, PAGE - 1); return 2;	/* unaligned */
 	case 1: c->addr = 0; break;
 	case 2: c->addr = 0xffff888000000000ULL; break;		/* kernel */
 	case 3: c->addr = (uintptr_t)race + RACE_PAGES * PAGE; break;	/* guard hole */
-	case 4: c->npages = 0; break;
+	case 4: c->npages = 0; return 2;
 	case 5: c->npages = 1ULL << (40 + below(s, 13)); break;	/* huge */
-	case 6: c->npages = ~0ULL - below(s, 4); break;		/* wraps */
-	case 7: c->npages = (1ULL << 52) - below(s, 2); break;	/* bytes wrap */
+	case 6: c->npages = ~0ULL - below(s, 4); return 2;	/* wraps */
+	case 7: c->npages = (1ULL << 52) - below(s, 2); return 2; /* bytes wrap */
 	case 8: c->ptr = 0; break;
 	case 9: c->ptr = (uintptr_t)ro; break;			/* read-only buffer */
 	case 10: c->addr = (uintptr_t)none; c->npages = 1 + below(s, SIDE_PAGES); break;
@@ -240,7 +245,7 @@ static void *ioctl_thread(void *arg)
 	}
 	memset(buf, 0x5a, buflen);
 	while (!atomic_load(&stop)) {
-		int i = pick_cmd(&s), ret, e;
+		int i = pick_cmd(&s), ret, e, must_fail;
 		int h = below(&s, 4) == 0;
 		uint64_t pages = h ? HUGE_PAGES : RACE_PAGES, first = below(&s, pages);
 		struct hmm_dmirror_cmd c = {
@@ -257,12 +262,22 @@ static void *ioctl_thread(void *arg)
 			/* Type 'H' only: other types reach generic VFS ioctls. */
 			nr = _IOC(below(&s, 4), 'H', below(&s, 64), below(&s, 64));
 		}
-		if (below(&s, 6) == 0 && hostile(&s, &c, buf))
+		must_fail = 0;
+		if (below(&s, 6) == 0) {
+			must_fail = hostile(&s, &c, buf) == 2;
 			atomic_fetch_add(&hostile_calls, 1);
+			atomic_fetch_add(&must_fail_calls, must_fail);
+		}
 		atomic_fetch_add(&calls[i], 1);
 		ret = ioctl(fd, nr, &c);
 		e = errno;
-		if (ret == 0) {
+		if (ret == 0 && must_fail) {
+			/* A range no driver may accept was accepted. */
+			if (atomic_fetch_add(&bad_errno, 1) == 0) {
+				atomic_store(&first_bad_errno, 0);
+				atomic_store(&first_bad_cmd, i);
+			}
+		} else if (ret == 0) {
 			atomic_fetch_add(&ok_calls[i], 1);
 		} else if (ret != -1 || !is_abi_errno(e)) {
 			if (atomic_fetch_add(&bad_errno, 1) == 0) {
@@ -870,12 +885,13 @@ int main(int argc, char **argv)
 		total += atomic_load(&calls[i]);
 		ok += atomic_load(&ok_calls[i]);
 	}
-	printf("# ioctls: %lu (%lu returned 0, %lu with hostile arguments); chaos: %lu, on the huge region: %lu; data rounds: %lu, %lu bytes checked\n",
-	       total, ok, atomic_load(&hostile_calls), atomic_load(&chaos_ops),
+	printf("# ioctls: %lu (%lu returned 0, %lu with hostile arguments, %lu of them invalid ranges); chaos: %lu, on the huge region: %lu; data rounds: %lu, %lu bytes checked\n",
+	       total, ok, atomic_load(&hostile_calls), atomic_load(&must_fail_calls),
+	       atomic_load(&chaos_ops),
 	       atomic_load(&huge_chaos_ops), atomic_load(&data_rounds), atomic_load(&data_bytes));
 	/* Every kind of command ran, and most valid ones succeeded. */
 	check(total > 0 && ok > 0 && atomic_load(&calls[3]) > 0, "the ioctl threads ran");
-	check(atomic_load(&bad_errno) == 0, "every ioctl returned 0 or an errno of the ABI");
+	check(atomic_load(&bad_errno) == 0, "every ioctl returned 0 or an errno of the ABI, EINVAL for a range no command may take");
 	if (atomic_load(&bad_errno))
 		printf("# %lu bad returns, first: %s errno %d\n", atomic_load(&bad_errno),
 		       cmds[atomic_load(&first_bad_cmd)].name, atomic_load(&first_bad_errno));
