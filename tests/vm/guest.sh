@@ -165,6 +165,12 @@ bench)
 demo)
 	"$T/demo.sh"
 	;;
+splat)
+	# The harness's own test: a real report of every kind the splat scan
+	# must find, checked by `rvram splat-check` (not `rvram report`).
+	expect splat
+	run_suite splat "$T/splat.sh"
+	;;
 hmm:*)
 	# Chosen hmm-tests cases, for development, exclusions lifted:
 	#   tools/vm.sh --gpus 2 hmm:rvram:snapshot,migrate_mixed results/x
@@ -202,7 +208,7 @@ esac
 
 # Every test plan ends with kmemleak's verdict (the debug kernel has it).
 case $plan in
-demo | bench | pyverbs-stock) ;;
+demo | bench | pyverbs-stock | splat) ;;
 *)
 	expect kmemleak
 	run_suite kmemleak "$T/kmemleak.sh"

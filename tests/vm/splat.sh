@@ -1,0 +1,33 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# The harness's own test: the debug kernel prints a real report of each
+# kind that `rvram report` must find (tests/splat/rvram_splat.c), one after
+# the other, each after a "rvram_splat: trigger KIND" line; `rvram
+# splat-check` then holds the splat scan to finding each one in its part of
+# the log (tools/check.sh). The detectors' thresholds are lowered first, so
+# that a hang is reported within seconds: a hung task after 2 s in D state,
+# a soft lockup after 2 s and a hard lockup after about 1 s
+# (watchdog_thresh 1), an RCU stall after 3 s.
+# Environment: RVRAM_TOP.
+set -u
+. "$(dirname "$0")/tap.sh"
+mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
+tap_check "insmod rvram_splat.ko" insmod "$RVRAM_TOP/tests/splat/rvram_splat.ko"
+tap_check "hung task timeout 2 s" sysctl -qw kernel.hung_task_timeout_secs=2
+tap_check "watchdog threshold 1 s" sysctl -qw kernel.watchdog_thresh=1
+tap_check "RCU stall timeout 3 s" \
+	sh -c 'echo 3 > /sys/module/rcupdate/parameters/rcu_cpu_stall_timeout'
+# The same list, in the same order, as KINDS in tools/rvram/src/splatcheck.rs.
+for kind in warn refcount ubsan-bounds ubsan-shift kasan lockdep hung-task soft-lockup \
+	hard-lockup rcu-stall; do
+	tap_check "trigger $kind" sh -c "echo $kind > /sys/kernel/debug/rvram_splat/trigger"
+	# Reports printed from other CPUs' timers and khungtaskd land before
+	# the next trigger line.
+	sleep 3
+done
+tap_check "hung task timeout back to 120 s" sysctl -qw kernel.hung_task_timeout_secs=120
+tap_check "watchdog threshold back to 10 s" sysctl -qw kernel.watchdog_thresh=10
+tap_check "RCU stall timeout back to 60 s" \
+	sh -c 'echo 60 > /sys/module/rcupdate/parameters/rcu_cpu_stall_timeout'
+tap_check "rmmod rvram_splat" rmmod rvram_splat
+tap_done
