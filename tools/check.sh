@@ -8,7 +8,8 @@
 #  4. VM suites under TCG, each with a verdict per suite: one GPU (rvram
 #     probe, KUnit, hmm-tests on test_hmm, unbind), two GPUs (probe,
 #     hmm-tests on rvram), and two GPUs under the switch plus one far GPU
-#     (P2P aliases: granted, not asked for, impossible, revoked)
+#     (P2P aliases: granted, not asked for, impossible, revoked); then the
+#     harness's own test: a real kernel report of every kind, each found
 #
 # Results: results/<plan>/ in the clone. Exits non-zero on any failure.
 set -euo pipefail
@@ -85,6 +86,21 @@ run_plan single --gpus 1 --vram 256 --timeout 1200
 # and rvram3 bound as device-coherent memory.
 run_plan dual --gpus 4 --vram 512,256,128,128 --dma-engines --timeout 1800
 run_plan alias --gpus 2 --far-gpus 1 --dma-engines --vram 256 --timeout 2700
+# The harness's own test: the debug kernel prints a real report of every
+# kind the splat scan must find (tests/vm/splat.sh), and each is found.
+rm -rf results/splat
+tools/vm.sh --kernel "$kobj" --timeout 900 splat results/splat || true
+if "$rvram" splat-check results/splat > results/splat.report; then
+	verdict=PASS
+else
+	verdict=FAIL
+	fail=1
+fi
+cat results/splat.report
+summary+=("splat: $verdict: $(grep -c '^ok' results/splat.report) of $(grep -c '^\(not \)\?ok' results/splat.report) checks (each kind of kernel report found by the scan)")
+while IFS= read -r line; do
+	summary+=("  $line")
+done < <(grep -A1 '^not ok' results/splat.report | head -n 20)
 # The alias benchmark's smallest cell in the alias plan (debug kernel; make
 # bench has the non-debug numbers, every size): results/alias/bench-alias.{md,svg}.
 "$rvram" bench-plot results/alias || true

@@ -10,6 +10,8 @@
 //! rvram report DIR        summarise a VM test run, exit 1 on any failure
 //! rvram bench-plot DIR    the alias benchmark of a run: DIR/bench-alias.svg,
 //!                         and its CPU mapping benchmark: DIR/bench-cpumap.svg
+//! rvram splat-check DIR   the harness's own test: every kind of kernel report
+//!                         in a run of the `splat` plan is found
 //! ```
 //!
 //! The base kernel repository is `$RVRAM_CACHE/base/linux` (default cache:
@@ -22,12 +24,13 @@ pub mod kmemleak;
 pub mod ktap;
 pub mod report;
 pub mod series;
+pub mod splatcheck;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 const USAGE: &str =
-    "usage: rvram series {export|check|apply|commits} | rvram report DIR | rvram bench-plot DIR";
+    "usage: rvram series {export|check|apply|commits} | rvram report DIR | rvram bench-plot DIR | rvram splat-check DIR";
 
 fn cache_dir() -> PathBuf {
     if let Some(c) = std::env::var_os("RVRAM_CACHE") {
@@ -99,6 +102,20 @@ fn main() -> ExitCode {
             Ok(s) => {
                 print!("{s}");
                 if s.ok() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::FAILURE
+                }
+            }
+            Err(e) => {
+                eprintln!("rvram: {dir}: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        ["splat-check", dir] => match splatcheck::run(std::path::Path::new(dir)) {
+            Ok((tap, ok)) => {
+                print!("{tap}");
+                if ok {
                     ExitCode::SUCCESS
                 } else {
                     ExitCode::FAILURE

@@ -531,7 +531,7 @@ fn known_report(lines: &[&str], i: usize, killed: bool, complete: &mut [bool]) -
 
 /// Finds the splat lines in a kernel log, leaving out the reports of
 /// [`KNOWN_SPLATS`].
-fn splats(log: &str) -> Vec<Splat> {
+pub(crate) fn splats(log: &str) -> Vec<Splat> {
     splats_in(log, false)
 }
 
