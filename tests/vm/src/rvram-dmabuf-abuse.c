@@ -638,6 +638,104 @@ static void *race(void *arg)
 	return NULL;
 }
 
+/*
+ * The other system calls on the buffer while it is revoked: its own
+ * mapping made, protected, moved, advised, partly unmapped and forked,
+ * GUP of it, the dma-buf's ioctls. Each must get the answer it gets on a
+ * live buffer, or, once the GPU is gone, ENODEV for a new mapping and
+ * SIGBUS for an access: anything else is counted in `other`.
+ */
+struct vma_racer {
+	int fd;
+	uint64_t rng;
+	volatile int stop;
+	long ops, revoked, other;
+	char what[96];
+};
+
+static void vma_other(struct vma_racer *r, const char *op, long got)
+{
+	if (r->other++ == 0)
+		snprintf(r->what, sizeof(r->what), "%s: %ld (errno %d)", op, got, errno);
+}
+
+static void *vma_race(void *arg)
+{
+	struct vma_racer *r = arg;
+	struct dma_buf_sync sync = { DMA_BUF_SYNC_START | DMA_BUF_SYNC_RW };
+	unsigned char *m, *moved, *hole, v, buf[64];
+	struct iovec local = { buf, sizeof(buf) }, remote;
+	int status;
+	long n;
+	pid_t pid;
+
+	while (!r->stop) {
+		int sig;
+
+		r->ops++;
+		m = mmap(NULL, BO_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+		if (m == MAP_FAILED) {
+			if (errno == ENODEV)
+				r->revoked++;
+			else
+				vma_other(r, "mmap", -1);
+			continue;
+		}
+		switch (rnd_below(&r->rng, 7)) {
+		case 0:
+			if (mprotect(m, BO_SIZE, PROT_READ) || mprotect(m, BO_SIZE, PROT_READ | PROT_WRITE))
+				vma_other(r, "mprotect", -1);
+			break;
+		case 1:
+			if (madvise(m, PAGE, MADV_DONTNEED) == 0 || errno != EINVAL)
+				vma_other(r, "madvise(DONTNEED)", 0);
+			break;
+		case 2:
+			hole = mmap(NULL, BO_SIZE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			moved = mremap(m, BO_SIZE, BO_SIZE, MREMAP_MAYMOVE | MREMAP_FIXED, hole);
+			if (moved == MAP_FAILED) {
+				vma_other(r, "mremap", -1);
+				munmap(hole, BO_SIZE);
+			} else {
+				m = moved;
+			}
+			break;
+		case 3:
+			if (munmap(m + PAGE, PAGE))
+				vma_other(r, "munmap of one page", -1);
+			break;
+		case 4:
+			remote = (struct iovec){ m, sizeof(buf) };
+			n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+			if (n >= 0 || errno != EFAULT)
+				vma_other(r, "process_vm_readv", n);
+			break;
+		case 5:
+			if (ioctl(r->fd, DMA_BUF_IOCTL_SYNC, &sync))
+				vma_other(r, "SYNC", -1);
+			break;
+		case 6:
+			/* The child touches the mapping it inherited. */
+			pid = fork();
+			if (pid == 0) {
+				sig = load(m, &v);
+				_exit(sig == 0 || sig == SIGBUS ? 0 : 1);
+			}
+			if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+			    WEXITSTATUS(status))
+				vma_other(r, "fork, the child's load", pid);
+			break;
+		}
+		sig = load(m, &v);
+		if (sig == SIGBUS)
+			r->revoked++;
+		else if (sig)
+			vma_other(r, "load", sig);
+		munmap(m, BO_SIZE);
+	}
+	return NULL;
+}
+
 static int unbind_gpu(void)
 {
 	return sysfs_write("/sys/bus/pci/drivers/rvram/unbind", owner_pci);
@@ -659,7 +757,8 @@ static int bind_gpu(void)
 static void revocation(int round)
 {
 	struct racer r[2];
-	pthread_t t[2];
+	struct vma_racer vr;
+	pthread_t t[2], vt;
 	unsigned char *m, *moved, *hole, v;
 	struct dma_buf_sync sync = { DMA_BUF_SYNC_START | DMA_BUF_SYNC_RW };
 	int fd = alloc_bo(BO_SIZE), status = -1, e, pipefd[2];
@@ -691,14 +790,25 @@ static void revocation(int round)
 		r[i] = (struct racer){ .m = m, .rng = rnd_stream(seed, 100 * round + i) };
 		pthread_create(&t[i], NULL, race, &r[i]);
 	}
+	vr = (struct vma_racer){ .fd = fd, .rng = rnd_stream(seed, 100 * round + 50) };
+	pthread_create(&vt, NULL, vma_race, &vr);
 	usleep(1000 * (1 + rnd_below(&r[0].rng, 50)));
-	tap(unbind_gpu() == 0, "revoke %d: rvram%d unbound under two threads touching the mapping",
+	tap(unbind_gpu() == 0,
+	    "revoke %d: rvram%d unbound under two threads touching the mapping and one mapping, moving, forking and pinning it",
 	    round, owner);
 	usleep(20000);
+	/* Until the third thread has met the revoked buffer a few times. */
+	for (int i = 0; i < 200 && vr.revoked < 8; i++)
+		usleep(10000);
 	for (int i = 0; i < 2; i++) {
 		r[i].stop = 1;
 		pthread_join(t[i], NULL);
 	}
+	vr.stop = 1;
+	pthread_join(vt, NULL);
+	tap(vr.other == 0 && vr.revoked > 0,
+	    "revoke %d: VMA operations, GUP, SYNC and fork across the unbind got only their answers (%ld rounds, %ld revoked; %s)",
+	    round, vr.ops, vr.revoked, vr.other ? vr.what : "nothing else");
 	tap(r[0].other + r[1].other == 0 && load(m, &v) == SIGBUS && store(m, 1) == SIGBUS,
 	    "revoke %d: accesses after the unbind get SIGBUS, nothing else (%ld ops, %ld SIGBUS)",
 	    round, r[0].ops + r[1].ops, r[0].sigbus + r[1].sigbus);
