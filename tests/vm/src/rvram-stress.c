@@ -1540,6 +1540,99 @@ static void *bo_thread(void *arg)
 
 /* -------------------------------------------------------------- unbind */
 
+/*
+ * The unbind test's fuzzer: random and hostile rvram ioctls through the
+ * unbind and the rebind, each call on a file opened anew now and then (the
+ * old file of an unbound GPU answers ENODEV forever; the device node is
+ * gone until the GPU is back). A hostile argument must never return 0,
+ * every other call 0 or an errno of the ABI, every open succeed or fail
+ * with ENOENT, ENXIO or ENODEV.
+ */
+struct rebind_fuzz {
+	uint64_t rng;
+	atomic_int stop;
+	atomic_int phase;	/* 0 bound, 1 gone, 2 bound again */
+	unsigned long calls[3], hostile, allocs, bad;
+	char what[128];
+};
+
+static void rebind_bad(struct rebind_fuzz *f, const char *op, unsigned long nr, int ret, int e)
+{
+	if (f->bad++ == 0)
+		snprintf(f->what, sizeof(f->what), "%s %#lx: returned %d errno %d", op, nr, ret, e);
+}
+
+static void *rebind_fuzz_thread(void *arg)
+{
+	static const unsigned long cmds[] = {
+		HMM_DMIRROR_READ, HMM_DMIRROR_WRITE, HMM_DMIRROR_MIGRATE_TO_DEV,
+		HMM_DMIRROR_MIGRATE_TO_SYS, HMM_DMIRROR_SNAPSHOT, HMM_DMIRROR_EXCLUSIVE,
+		HMM_DMIRROR_CHECK_EXCLUSIVE, HMM_DMIRROR_READ_UNLOCKED,
+	};
+	struct rebind_fuzz *f = arg;
+	char *buf = map_anon(16 * PAGE), *ro = map_anon(PAGE);
+	int fd = -1;
+
+	mprotect(ro, PAGE, PROT_READ);
+	memset(buf, 0x3c, 16 * PAGE);
+	while (!atomic_load(&f->stop)) {
+		struct hmm_dmirror_cmd c = {
+			.addr = (uintptr_t)buf, .ptr = (uintptr_t)(buf + 8 * PAGE),
+			.npages = 1 + rnd_below(&f->rng, 8),
+		};
+		struct rvram_alloc_dmabuf a = {
+			.size = PAGE * (1 + rnd_below(&f->rng, 4)), .fd = -1,
+		};
+		unsigned long nr = cmds[rnd_below(&f->rng, sizeof(cmds) / sizeof(cmds[0]))];
+		int phase = atomic_load(&f->phase), hostile = 0, ret, e;
+		void *argp = &c;
+
+		if (fd < 0 || rnd_below(&f->rng, 64) == 0) {
+			if (fd >= 0)
+				close(fd);
+			fd = open(dev, O_RDWR);
+			if (fd < 0 && errno != ENOENT && errno != ENXIO && errno != ENODEV)
+				rebind_bad(f, "open", 0, fd, errno);
+			if (fd < 0) {
+				usleep(1000);
+				continue;
+			}
+		}
+		switch (rnd_below(&f->rng, 8)) {
+		case 0: argp = NULL; hostile = 1; break;
+		case 1: argp = ro; hostile = 1; break;
+		case 2: argp = (void *)0xffff888000001000ULL; hostile = 1; break;
+		case 3: c.addr += 1 + rnd_below(&f->rng, PAGE - 1); hostile = 1; break;
+		case 4: c.npages = ~0ULL - rnd_below(&f->rng, 4); hostile = 1; break;
+		case 5:
+			nr = RVRAM_IOCTL_ALLOC_DMABUF;
+			argp = &a;
+			if (rnd_below(&f->rng, 2)) {
+				a.size = rnd(&f->rng) | 1;	/* never a page multiple */
+				hostile = 1;
+			}
+			break;
+		}
+		f->calls[phase]++;
+		f->hostile += hostile;
+		ret = ioctl(fd, nr, argp);
+		e = errno;
+		if (ret == 0 && nr == RVRAM_IOCTL_ALLOC_DMABUF && !hostile) {
+			f->allocs++;
+			close(a.fd);
+		}
+		if (ret == 0 && hostile)
+			rebind_bad(f, "hostile ioctl", nr, ret, e);
+		else if (ret != 0 && (ret != -1 || !dmirror_errno_ok(e)))
+			rebind_bad(f, "ioctl", nr, ret, e);
+	}
+	if (fd >= 0)
+		close(fd);
+	munmap(buf, 16 * PAGE);
+	munmap(ro, PAGE);
+	return NULL;
+}
+
 /* Waits up to 10 s for `path` to exist. */
 static int wait_for(const char *path)
 {
@@ -1606,6 +1699,8 @@ static int do_unbind(const char *pci, int seconds)
 	uint64_t s = rnd_stream(seed, 100);
 	int remove = (int)rnd_below(&s, 2), before = 1 + (int)rnd_below(&s, seconds / 2 + 1);
 	struct bo_thread_state *bt = map_anon(sizeof(*bt));
+	struct rebind_fuzz *rf;
+	pthread_t rf_th;
 	char path[256];
 	struct timespec t0;
 	struct race x;
@@ -1619,6 +1714,9 @@ static int do_unbind(const char *pci, int seconds)
 	atomic_store(&bo_phase, BO_BOUND);
 	bo_setup(&bt->st, "unbind", open_dev(dev, 0), rnd_stream(seed, 101), 1);
 	pthread_create(&bo_th, NULL, bo_thread, bt);
+	rf = map_anon(sizeof(*rf));
+	rf->rng = rnd_stream(seed, 102);
+	pthread_create(&rf_th, NULL, rebind_fuzz_thread, rf);
 	sleep(before);
 	ret = syscall(SYS_delete_module, "rvram", O_NONBLOCK) ? errno : 0;
 	tap(ret == EWOULDBLOCK || ret == EBUSY,
@@ -1639,6 +1737,7 @@ static int do_unbind(const char *pci, int seconds)
 		ret = sysfs_write("/sys/bus/pci/drivers/rvram/unbind", pci);
 	}
 	atomic_store(&bo_phase, BO_GONE);
+	atomic_store(&rf->phase, 1);
 	tap(ret == 0, "unbind: %s %s while %d threads race on its VRAM (%ld pages resident, %ld mapped by the NIC as aliases, just before; %ld ms)",
 	    remove ? "remove" : "unbind", pci, THREADS, resident, aliases, ms_since(&t0));
 	sleep(seconds - before > 1 ? seconds - before : 1);
@@ -1668,6 +1767,17 @@ static int do_unbind(const char *pci, int seconds)
 		ret = sysfs_write("/sys/bus/pci/drivers/rvram/bind", pci);
 	tap(ret == 0 && wait_for(dev) == 0, "unbind: %s %s again: %s is back",
 	    remove ? "rescan, and rvram binds" : "bind", pci, dev);
+	atomic_store(&rf->phase, 2);
+	/* The fuzzer on the GPU that is back, until it has made some calls. */
+	for (int i = 0; i < 300 && rf->calls[2] < 200; i++)
+		usleep(10000);
+	atomic_store(&rf->stop, 1);
+	pthread_join(rf_th, NULL);
+	tap(rf->bad == 0 && rf->calls[0] && rf->calls[1] && rf->calls[2],
+	    "unbind: random and hostile rvram ioctls across the unbind and the rebind got ABI answers, a hostile one never 0 (%lu bound, %lu gone, %lu back; %lu hostile, %lu buffers; %s)",
+	    rf->calls[0], rf->calls[1], rf->calls[2], rf->hostile, rf->allocs,
+	    rf->bad ? rf->what : "nothing else");
+	munmap(rf, sizeof(*rf));
 	tap(rvram_stat(dev, "pages_resident") == 0 && rvram_stat(dev, "dmabuf_pages") == 0,
 	    "unbind: the new %s starts with empty VRAM, no buffer reserved", dev);
 	still_works("unbind", 64);
