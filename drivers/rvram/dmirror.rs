@@ -476,9 +476,22 @@ impl DmirrorFile {
         with_vram!(&self.gpu.vram, pm => self.migrate_range_into(pm, start, end))
     }
 
+    /// Charges pages `index..index + nr` of a folio allocated for a
+    /// migration into VRAM to the caller's dmem cgroup
+    /// ([`Charges`](crate::vram::Charges)).
+    fn charge<T: VramKind>(&self, pm: &Pagemap<T>, index: usize, nr: usize) -> Result {
+        let region = self.gpu.dmem.lock();
+        pm.data().charges().charge(region.as_ref(), index, nr)
+    }
+
+    /// Migrates what is in system memory in `[start, end)` into VRAM, each
+    /// page charged to the caller's dmem cgroup. A page VRAM has no room
+    /// for stays where it is; `ENOSPC` once a page would take the cgroup
+    /// over its `dmem.max`, after the pages that fit have moved.
     fn migrate_range_into<T: VramKind>(&self, pm: &Pagemap<T>, start: usize, end: usize) -> Result {
         let gpu = &self.gpu;
         let mm = self.mirror.mm().mmget_not_zero().ok_or(EINVAL)?;
+        let mut over_limit = false;
         {
             let dead = gpu.ops.lock();
             if *dead {
@@ -509,6 +522,14 @@ impl DmirrorFile {
                     } else {
                         pm.alloc_folio(order).ok()
                     };
+                    // Not charged: freed, which uncharges what it took.
+                    let big = big.and_then(|dst| match self.charge(pm, dst.index(), nr) {
+                        Ok(()) => Some(dst),
+                        Err(e) => {
+                            over_limit |= e == ENOSPC;
+                            None
+                        }
+                    });
                     if let Some(mut dst) = big {
                         pm.data().owners().set(dst.index(), nr, self.id);
                         for p in 0..nr {
@@ -530,6 +551,10 @@ impl DmirrorFile {
                             pm.data().stats().alloc_fail.fetch_add(1, Relaxed);
                             break;
                         };
+                        if let Err(e) = self.charge(pm, dst.index(), 1) {
+                            over_limit |= e == ENOSPC;
+                            break;
+                        }
                         pm.data().owners().set(dst.index(), 1, self.id);
                         match system {
                             Some(s) => s.with_page(p, |b| T::fill(pm, &mut dst, 0, Some(b)))??,
@@ -549,6 +574,9 @@ impl DmirrorFile {
                 addr = next;
                 // A range may be 1 GiB: one scheduling point per chunk.
                 might_sleep();
+                if over_limit {
+                    return Err(ENOSPC);
+                }
             }
         }
         Ok(())

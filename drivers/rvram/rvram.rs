@@ -56,7 +56,7 @@ mod dmirror;
 mod vram;
 
 use dmirror::DmirrorFile;
-use vram::{Owners, VramLayout};
+use vram::{Charges, Owners, VramLayout};
 
 /// The BAR that holds VRAM on ivshmem-plain.
 const VRAM_BAR: u32 = 2;
@@ -179,6 +179,7 @@ struct VramPages {
     p2p_pfn: usize,
     stats: Stats,
     owners: Owners,
+    charges: Charges,
 }
 
 impl VramPages {
@@ -229,6 +230,7 @@ impl PagemapOps for VramPages {
 
     fn folio_free(pm: &Pagemap<Self>, folio: &DeviceFolio<Self>) {
         pm.data().owners.set(folio.index(), folio.nr_pages(), 0);
+        pm.data().charges.release(folio.index(), folio.nr_pages());
     }
 }
 
@@ -290,6 +292,7 @@ impl VramPages {
 struct CoherentPages {
     stats: Stats,
     owners: Owners,
+    charges: Charges,
 }
 
 impl PagemapOps for CoherentPages {
@@ -297,6 +300,7 @@ impl PagemapOps for CoherentPages {
 
     fn folio_free(pm: &Pagemap<Self>, folio: &DeviceFolio<Self>) {
         pm.data().owners.set(folio.index(), folio.nr_pages(), 0);
+        pm.data().charges.release(folio.index(), folio.nr_pages());
     }
 }
 
@@ -311,6 +315,9 @@ pub(crate) trait VramKind: PagemapOps {
 
     /// Which file moved each page in.
     fn owners(&self) -> &Owners;
+
+    /// The dmem cgroup charges of the pages migrated in.
+    fn charges(&self) -> &Charges;
 
     /// Fills page `p` of `dst`, a new VRAM folio, with `src` (one page), or
     /// with zeroes for `None`.
@@ -342,6 +349,10 @@ impl VramKind for VramPages {
 
     fn owners(&self) -> &Owners {
         &self.owners
+    }
+
+    fn charges(&self) -> &Charges {
+        &self.charges
     }
 
     fn fill(
@@ -376,6 +387,10 @@ impl VramKind for CoherentPages {
 
     fn owners(&self) -> &Owners {
         &self.owners
+    }
+
+    fn charges(&self) -> &Charges {
+        &self.charges
     }
 
     fn fill(
@@ -760,6 +775,7 @@ impl RvramDriver {
                     p2p_pfn: p2p.pfn(),
                     stats: Stats::new(),
                     owners: Owners::new(layout.pages())?,
+                    charges: Charges::new()?,
                 }),
             ),
             GFP_KERNEL,
@@ -811,6 +827,7 @@ impl pci::Driver for RvramDriver {
                         Ok::<_, Error>(CoherentPages {
                             stats: Stats::new(),
                             owners: Owners::new(layout.pages())?,
+                            charges: Charges::new()?,
                         }),
                     ),
                     GFP_KERNEL,

@@ -3,10 +3,12 @@
 //! VRAM geometry: how a BAR is carved into pages.
 
 use kernel::{
+    cgroup::dmem::{Charge, Region},
     page::PAGE_SIZE,
     prelude::*,
     sizes::SZ_2M,
     sync::atomic::{Atomic, Relaxed},
+    xarray::{AllocKind, XArray},
 };
 
 /// Largest VRAM rvram accepts (64 GiB): bounds every page index to `u32`.
@@ -114,6 +116,50 @@ impl Owners {
             .position(|o| o.load(Relaxed) != id)
             .unwrap_or(self.0.len() - first);
         Some((first, first + len))
+    }
+}
+
+/// The dmem cgroup charges of the VRAM pages that hold migrated process
+/// memory, one page each, from the page's allocation for a migration until
+/// it is freed.
+///
+/// A page is charged on its own, not with its folio, because a device THP
+/// can be split in VRAM (a partial migration back, a partial `munmap()`),
+/// and its pages are then freed one by one: each takes its charge with it.
+pub(crate) struct Charges(Pin<KBox<XArray<KBox<Charge>>>>);
+
+impl Charges {
+    pub(crate) fn new() -> Result<Self> {
+        Ok(Self(KBox::pin_init(
+            XArray::new(AllocKind::Alloc),
+            GFP_KERNEL,
+        )?))
+    }
+
+    /// Charges pages `index..index + nr`, a folio just allocated for a
+    /// migration, to the caller's dmem cgroup for `region`; nothing without
+    /// a region. `ENOSPC` over the cgroup's `dmem.max`: the pages charged
+    /// so far stay charged until [`Charges::release`] (the folio is freed).
+    pub(crate) fn charge(&self, region: Option<&Region>, index: usize, nr: usize) -> Result {
+        let Some(region) = region else {
+            return Ok(());
+        };
+        for i in index..index.checked_add(nr).ok_or(EINVAL)? {
+            let charge = KBox::new(region.try_charge(PAGE_SIZE as u64)?, GFP_KERNEL_ACCOUNT)?;
+            // A page charged twice would have been allocated twice: the old
+            // charge goes.
+            drop(self.0.lock().store(i, charge, GFP_KERNEL_ACCOUNT)?);
+        }
+        Ok(())
+    }
+
+    /// Uncharges pages `index..index + nr`, a folio being freed. Does not
+    /// sleep.
+    pub(crate) fn release(&self, index: usize, nr: usize) {
+        let mut xa = self.0.lock();
+        for i in index..index.saturating_add(nr) {
+            drop(xa.remove(i));
+        }
     }
 }
 
