@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * VRAM limits: rvram charges every buffer object (RVRAM_IOCTL_ALLOC_DMABUF)
+ * VRAM limits: rvram charges every buffer object (RVRAM_IOCTL_ALLOC_DMABUF),
+ * and every page of process memory migrated into VRAM while it is there,
  * to the dmem cgroup of the process that allocates it, against the region
  * "rvram/<PCI address>/vram" it registers per GPU, so that an opener of
  * /dev/rvramN cannot take more VRAM than its cgroup's dmem.max allows.
@@ -13,6 +14,7 @@
  * of its own, moves itself into it and back, and removes it. Prints TAP.
  */
 #define _GNU_SOURCE
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -181,6 +183,120 @@ static void passed_on(void)
 	    held(), rvram_stat(dev, "dmabuf_pages"));
 }
 
+/* A 2 MiB-aligned anonymous region of `len` bytes filled with `byte`. */
+static unsigned char *region_of(size_t len, int advice, int byte)
+{
+	unsigned char *p = mmap(NULL, len + 2 * MIB, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	p = (unsigned char *)(((uintptr_t)p + 2 * MIB - 1) & ~(2 * MIB - 1));
+	madvise(p, len, advice);
+	memset(p, byte, len);
+	return p;
+}
+
+/* Pages of [p, p + len) in this GPU's VRAM, by SNAPSHOT through `fd`. */
+static long in_vram(int fd, unsigned char *p, size_t len)
+{
+	static unsigned char snap[2 * MIB / PAGE];
+	long n = 0;
+
+	if (dmirror(fd, HMM_DMIRROR_SNAPSHOT, p, snap, len / PAGE))
+		return -1;
+	for (size_t i = 0; i < len / PAGE; i++)
+		n += (snap[i] & 0xf0) == HMM_DMIRROR_PROT_DEV_PRIVATE_LOCAL;
+	return n;
+}
+
+static int all_bytes(const unsigned char *p, size_t len, int byte)
+{
+	for (size_t i = 0; i < len; i++)
+		if (p[i] != byte)
+			return 0;
+	return 1;
+}
+
+/*
+ * Process memory migrated into VRAM (HMM_DMIRROR_MIGRATE_TO_DEV) is VRAM
+ * too: each page is charged to the migrating process's cgroup while it is
+ * in VRAM, and uncharged however it leaves (migrated back, faulted back by
+ * the CPU, its mapping gone, the file closed). Over the limit, what fits
+ * moves and the call fails with ENOSPC. Limit: 1 MiB.
+ */
+static void migrated(void)
+{
+	static unsigned char out[2 * MIB];
+	unsigned char *p = region_of(2 * MIB, MADV_NOHUGEPAGE, 0x5a), *t;
+	int fd = open(dev, O_RDWR), e;
+	long n;
+
+	if (!p || fd < 0) {
+		tap(0, "migrated: a 2 MiB region and a file (errno %d)", errno);
+		return;
+	}
+	/* migrate_vma() may skip a page still in a per-CPU LRU batch. */
+	e = dmirror(fd, HMM_DMIRROR_MIGRATE_TO_DEV, p, out, 2 * MIB / PAGE);
+	n = in_vram(fd, p, 2 * MIB);
+	tap(e == -ENOSPC && n > 0 && n <= (long)(MIB / PAGE) && held() == n * PAGE,
+	    "migrated: 2 MiB into VRAM over a 1 MiB limit: ENOSPC, what fit moved and is charged (%d, %ld pages, dmem.current %lld)",
+	    e, n, held());
+	e = dmirror(fd, HMM_DMIRROR_MIGRATE_TO_SYS, p, out, 2 * MIB / PAGE);
+	tap(e == 0 && in_vram(fd, p, 2 * MIB) == 0 && held() == 0,
+	    "migrated: MIGRATE_TO_SYS: back in system memory, uncharged (%d, dmem.current %lld)", e,
+	    held());
+	e = dmirror(fd, HMM_DMIRROR_MIGRATE_TO_DEV, p, out, MIB / PAGE);
+	tap(e == 0 && in_vram(fd, p, MIB) == MIB / PAGE && held() == (long long)MIB,
+	    "migrated: 1 MiB into VRAM, at the limit (%d, dmem.current %lld)", e, held());
+	e = alloc_bo(PAGE);
+	tap(e == -ENOSPC, "migrated: buffers and migrated pages share the limit (a page: %d)", e);
+	if (e >= 0)
+		close(e);
+	/* The CPU faults one page back. */
+	tap(p[PAGE + 7] == 0x5a && held() == (long long)(MIB - PAGE),
+	    "migrated: a CPU fault brings a page back and uncharges it (dmem.current %lld)", held());
+	munmap(p, 64 * PAGE);
+	tap(held() == (long long)(MIB - 64 * PAGE),
+	    "migrated: munmap() of 64 pages uncharges them (dmem.current %lld)", held());
+	tap(all_bytes(p + 64 * PAGE, MIB - 64 * PAGE, 0x5a),
+	    "migrated: the rest reads back intact from VRAM");
+	e = dmirror(fd, HMM_DMIRROR_MIGRATE_TO_DEV, p + 64 * PAGE, out, MIB / PAGE - 64);
+	tap(e == 0 && held() == (long long)(MIB - 64 * PAGE),
+	    "migrated: in VRAM again (%d, dmem.current %lld)", e, held());
+	close(fd);
+	tap(held() == 0, "migrated: closing the file evicts its pages and uncharges them (%lld)",
+	    held());
+	tap(all_bytes(p + 64 * PAGE, MIB - 64 * PAGE, 0x5a), "migrated: their data intact");
+	munmap(p + 64 * PAGE, 2 * MIB - 64 * PAGE);
+
+	/* A THP (where the kernel makes one) split in VRAM: freed page by page. */
+	tap(set_max("2M") == 0, "migrated: dmem.max 2 MiB");
+	t = region_of(2 * MIB, MADV_HUGEPAGE, 0x3c);
+	fd = open(dev, O_RDWR);
+	e = t && fd >= 0 ? dmirror(fd, HMM_DMIRROR_MIGRATE_TO_DEV, t, out, 2 * MIB / PAGE) : -1;
+	n = fd >= 0 && t ? in_vram(fd, t, 2 * MIB) : -1;
+	tap(e == 0 && n == 2 * MIB / PAGE && held() == (long long)(2 * MIB),
+	    "migrated: a 2 MiB THP into VRAM, charged (%d, %ld pages, dmem.current %lld)", e, n,
+	    held());
+	if (t)
+		munmap(t + MIB, MIB);
+	/*
+	 * A device THP is split, and the unmapped half freed, now or when the
+	 * deferred split gets to it: the charge follows the VRAM in use.
+	 */
+	tap(held() >= (long long)MIB && held() == rvram_stat(dev, "pages_resident") * PAGE,
+	    "migrated: after munmap() of its second half, the charge is the VRAM in use (dmem.current %lld, pages_resident %ld)",
+	    held(), rvram_stat(dev, "pages_resident"));
+	tap(t && all_bytes(t, MIB, 0x3c), "migrated: the first half reads back intact");
+	if (fd >= 0)
+		close(fd);
+	tap(held() == 0, "migrated: all uncharged at the end (%lld)", held());
+	if (t)
+		munmap(t, MIB);
+	tap(set_max("1M") == 0, "migrated: dmem.max 1 MiB again");
+}
+
 /* Without a limit, buffers up to all of VRAM, as before. */
 static void unlimited(long long vram)
 {
@@ -282,6 +398,7 @@ int main(int argc, char **argv)
 		close(fd);
 
 	passed_on();
+	migrated();
 	unlimited(vram);
 	rebind(vram);
 
