@@ -18,7 +18,8 @@ tap_check "watchdog threshold 1 s" sysctl -qw kernel.watchdog_thresh=1
 tap_check "RCU stall timeout 3 s" \
 	sh -c 'echo 3 > /sys/module/rcupdate/parameters/rcu_cpu_stall_timeout'
 # The same list, in the same order, as KINDS in tools/rvram/src/splatcheck.rs.
-for kind in warn refcount ubsan-bounds ubsan-shift kasan lockdep hung-task soft-lockup \
+# lockdep before kasan: a KASAN report turns lockdep off (LOCKDEP_NOW_UNRELIABLE).
+for kind in warn refcount ubsan-bounds ubsan-shift lockdep kasan hung-task soft-lockup \
 	hard-lockup rcu-stall; do
 	tap_check "trigger $kind" sh -c "echo $kind > /sys/kernel/debug/rvram_splat/trigger"
 	# Reports printed from other CPUs' timers and khungtaskd land before

@@ -27,13 +27,14 @@ pub const KINDS: &[(&str, &[&str])] = &[
     // lib/ubsan.c.
     ("ubsan-bounds", &["UBSAN: array-index-out-of-bounds"]),
     ("ubsan-shift", &["UBSAN: shift-out-of-bounds"]),
-    // mm/kasan/report.c.
-    ("kasan", &["BUG: KASAN: slab-use-after-free"]),
-    // kernel/locking/lockdep.c: one report a boot.
+    // kernel/locking/lockdep.c: one report a boot, and none after a
+    // KASAN report (it turns lockdep off), so before "kasan".
     (
         "lockdep",
         &["WARNING: possible circular locking dependency detected"],
     ),
+    // mm/kasan/report.c.
+    ("kasan", &["BUG: KASAN: slab-use-after-free"]),
     // kernel/hung_task.c.
     ("hung-task", &["blocked for more than"]),
     // kernel/watchdog.c.
@@ -155,8 +156,8 @@ mod tests {
         "refcount_t: addition on 0; use-after-free.",
         "UBSAN: array-index-out-of-bounds in tests/splat/rvram_splat.c:70:40",
         "UBSAN: shift-out-of-bounds in tests/splat/rvram_splat.c:75:38",
-        "BUG: KASAN: slab-use-after-free in splat_kasan+0x5c/0x80 [rvram_splat]",
         "WARNING: possible circular locking dependency detected",
+        "BUG: KASAN: slab-use-after-free in splat_kasan+0x5c/0x80 [rvram_splat]",
         "INFO: task sh:200 blocked for more than 2 seconds.",
         "watchdog: BUG: soft lockup - CPU#0 stuck for 3s! [sh:200]",
         "watchdog: CPU1: Watchdog detected hard LOCKUP on cpu 0",
@@ -194,7 +195,8 @@ mod tests {
     fn a_kind_the_scan_misses_fails() {
         // A hung task that prints nothing the scan knows.
         let mut all = all();
-        all[6].1 = "task hmm-race:231 was stuck";
+        let k = all.iter().position(|(k, _)| *k == "hung-task").unwrap();
+        all[k].1 = "task hmm-race:231 was stuck";
         let points = check_log(&log_with(&all));
         let bad: Vec<_> = points.iter().filter(|p| !p.ok).collect();
         assert_eq!(bad.len(), 1, "{points:#?}");
@@ -203,10 +205,11 @@ mod tests {
 
     #[test]
     fn a_report_in_the_wrong_part_does_not_count() {
-        // The KASAN report printed after the lockdep trigger line.
+        // The KASAN report printed after the next trigger line.
         let mut all = all();
-        all[4].1 = "";
-        all[5].1 = "BUG: KASAN: slab-use-after-free in splat_kasan+0x1/0x2";
+        let k = all.iter().position(|(k, _)| *k == "kasan").unwrap();
+        all[k].1 = "";
+        all[k + 1].1 = "BUG: KASAN: slab-use-after-free in splat_kasan+0x1/0x2";
         let points = check_log(&log_with(&all));
         let bad: Vec<_> = points.iter().filter(|p| !p.ok).map(|p| &p.name).collect();
         assert_eq!(bad.len(), 2, "{points:#?}");
