@@ -228,7 +228,7 @@ static int all_bytes(const unsigned char *p, size_t len, int byte)
 static void migrated(void)
 {
 	static unsigned char out[2 * MIB];
-	unsigned char *p = region_of(2 * MIB, MADV_NOHUGEPAGE, 0x5a), *t;
+	unsigned char *p = region_of(2 * MIB, MADV_NOHUGEPAGE, 0x5a), *t, v;
 	int fd = open(dev, O_RDWR), e;
 	long n;
 
@@ -254,7 +254,8 @@ static void migrated(void)
 	if (e >= 0)
 		close(e);
 	/* The CPU faults one page back. */
-	tap(p[PAGE + 7] == 0x5a && held() == (long long)(MIB - PAGE),
+	v = p[PAGE + 7];
+	tap(v == 0x5a && held() == (long long)(MIB - PAGE),
 	    "migrated: a CPU fault brings a page back and uncharges it (dmem.current %lld)", held());
 	munmap(p, 64 * PAGE);
 	tap(held() == (long long)(MIB - 64 * PAGE),
@@ -264,10 +265,21 @@ static void migrated(void)
 	e = dmirror(fd, HMM_DMIRROR_MIGRATE_TO_DEV, p + 64 * PAGE, out, MIB / PAGE - 64);
 	tap(e == 0 && held() == (long long)(MIB - 64 * PAGE),
 	    "migrated: in VRAM again (%d, dmem.current %lld)", e, held());
-	close(fd);
-	tap(held() == 0, "migrated: closing the file evicts its pages and uncharges them (%lld)",
-	    held());
+	e = dmirror(fd, HMM_DMIRROR_RELEASE, p, NULL, 1);
+	tap(e == 0 && held() == 0 && in_vram(fd, p + 64 * PAGE, MIB - 64 * PAGE) == 0,
+	    "migrated: RELEASE evicts the file's pages and uncharges them (%d, dmem.current %lld)",
+	    e, held());
 	tap(all_bytes(p + 64 * PAGE, MIB - 64 * PAGE, 0x5a), "migrated: their data intact");
+	e = dmirror(fd, HMM_DMIRROR_MIGRATE_TO_DEV, p + 64 * PAGE, out, MIB / PAGE - 64);
+	close(fd);
+	/* Like test_hmm, closing the file leaves the process's pages in VRAM. */
+	tap(e == 0 && held() == (long long)(MIB - 64 * PAGE) &&
+	    held() == rvram_stat(dev, "pages_resident") * PAGE,
+	    "migrated: in VRAM again, then the file closed: still charged while in VRAM (%d, dmem.current %lld)",
+	    e, held());
+	tap(all_bytes(p + 64 * PAGE, MIB - 64 * PAGE, 0x5a) && held() == 0,
+	    "migrated: the CPU faults them back, intact, and they are uncharged (dmem.current %lld)",
+	    held());
 	munmap(p + 64 * PAGE, 2 * MIB - 64 * PAGE);
 
 	/* A THP (where the kernel makes one) split in VRAM: freed page by page. */
