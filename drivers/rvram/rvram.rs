@@ -975,6 +975,9 @@ impl Drop for RetiredGpus {
                 (reg.retired.len(), pages)
             };
             if gpus == 0 {
+                // The registry is a static, which nothing drops: free the
+                // list's buffer here, or it outlives the module.
+                drop(core::mem::take(&mut REGISTRY.lock().retired));
                 return;
             }
             // One line when the wait begins, then one a minute.
