@@ -26,7 +26,7 @@ pub mod report;
 pub mod series;
 pub mod splatcheck;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 const USAGE: &str =
@@ -90,6 +90,25 @@ fn series_cmd(verb: &str) -> Result<ExitCode, series::Error> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Prints a check's output and exits with its verdict, or reports why it
+/// could not run on `dir`.
+fn verdict(dir: &str, checked: std::io::Result<(String, bool)>) -> ExitCode {
+    match checked {
+        Ok((out, ok)) => {
+            print!("{out}");
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("rvram: {dir}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -98,34 +117,14 @@ fn main() -> ExitCode {
             eprintln!("rvram: {e}");
             ExitCode::FAILURE
         }),
-        ["report", dir] => match report::summarize(std::path::Path::new(dir)) {
-            Ok(s) => {
-                print!("{s}");
-                if s.ok() {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::FAILURE
-                }
-            }
-            Err(e) => {
-                eprintln!("rvram: {dir}: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        ["splat-check", dir] => match splatcheck::run(std::path::Path::new(dir)) {
-            Ok((tap, ok)) => {
-                print!("{tap}");
-                if ok {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::FAILURE
-                }
-            }
-            Err(e) => {
-                eprintln!("rvram: {dir}: {e}");
-                ExitCode::FAILURE
-            }
-        },
+        ["report", dir] => verdict(
+            dir,
+            report::summarize(Path::new(dir)).map(|s| {
+                let ok = s.ok();
+                (s.to_string(), ok)
+            }),
+        ),
+        ["splat-check", dir] => verdict(dir, splatcheck::run(Path::new(dir))),
         ["bench-plot", dir] => match benchplot::run(std::path::Path::new(dir)) {
             Ok(plotted) => {
                 for note in &plotted.notes {
