@@ -75,6 +75,15 @@ run_plan() {
 	while IFS= read -r line; do
 		summary+=("  $line")
 	done < <(grep -v '^PASS' "results/$plan.report" | grep -v '^SUMMARY' | head -n 20)
+	# A failed suite's own words (its stderr): CI keeps only this log.
+	local name
+	for name in $(sed -n 's/^FAIL  \([^ ]*\) .*/\1/p' "results/$plan.report"); do
+		[ -s "results/$plan/suites/$name.log" ] || continue
+		summary+=("  stderr of $name (last 12 lines):")
+		while IFS= read -r line; do
+			summary+=("    $line")
+		done < <(tail -n 12 "results/$plan/suites/$name.log")
+	done
 }
 export RVRAM_HMM_TESTS=$hmm_tests
 # Guest time under TCG on two cores varies up to twice between runs here
