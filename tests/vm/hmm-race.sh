@@ -96,22 +96,26 @@ if [ "$provider" = rvram ]; then
 	# Again, and rvram0's GPU is unbound a third of the way in: its
 	# pages are evicted and its aliases revoked under the race; every
 	# command then fails with ENODEV and no data may be lost.
+	# RVRAM_RACE_UNBIND_ROUNDS repeats this part (development).
 	gpu=$(dmesg | sed -n 's/.* \([0-9a-f]\{4\}:[0-9a-f:.]*\): rvram0: .* MiB of VRAM.*/\1/p' | tail -1)
 	unbind_s=$(((seconds / 2) / 3 + 1))
-	(sleep "$unbind_s"; echo "$gpu" > /sys/bus/pci/drivers/rvram/unbind) &
-	unbinder=$!
-	race $((seconds / 2)) $((seed + 1)) "${args[@]}" "$dev"
-	rc=$?
-	out=$(cat "$RVRAM_RESULTS/hmm-race.out")
-	wait $unbinder
-	urc=$?
-	tap_relay "unbind: " "$out"
-	tap_eq "unbind: hmm-race exited cleanly (seed $((seed + 1)))" 0 "$rc"
-	tap_eq "unbind: $gpu unbound after ${unbind_s} s" 0 "$urc"
-	tap_check "unbind: the data thread saw the device go away" \
-		grep -q "the device went away" <<< "$out"
-	echo "$gpu" > /sys/bus/pci/drivers/rvram/bind
-	tap_check "unbind: $gpu bound again" test -e /dev/rvram0
+	for round in $(seq "${RVRAM_RACE_UNBIND_ROUNDS:-1}"); do
+		[ "$round" = 1 ] || echo "# unbind round $round"
+		(sleep "$unbind_s"; echo "$gpu" > /sys/bus/pci/drivers/rvram/unbind) &
+		unbinder=$!
+		race $((seconds / 2)) $((seed + round)) "${args[@]}" "$dev"
+		rc=$?
+		out=$(cat "$RVRAM_RESULTS/hmm-race.out")
+		wait $unbinder
+		urc=$?
+		tap_relay "unbind: " "$out"
+		tap_eq "unbind: hmm-race exited cleanly (seed $((seed + round)))" 0 "$rc"
+		tap_eq "unbind: $gpu unbound after ${unbind_s} s" 0 "$urc"
+		tap_check "unbind: the data thread saw the device go away" \
+			grep -q "the device went away" <<< "$out"
+		echo "$gpu" > /sys/bus/pci/drivers/rvram/bind
+		tap_check "unbind: $gpu bound again" test -e /dev/rvram0
+	done
 fi
 rmmod "$provider" || tap_check "rmmod $provider" false
 tap_done

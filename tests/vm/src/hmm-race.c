@@ -159,6 +159,7 @@ static atomic_int first_bad_errno, first_bad_cmd;
 static char *thp, *thp_want, *thp_old;
 static pthread_rwlock_t thp_lock;
 static atomic_int thp_torn;
+static atomic_ulong thp_gen;
 static atomic_ulong thp_rounds, thp_pmd_rounds, thp_migrations, thp_migrations_ok;
 static atomic_ulong thp_reads, thp_reads_ok, thp_cpu_reads, thp_bytes, thp_bad, thp_errs;
 
@@ -574,11 +575,50 @@ static void *data_thread(void *arg)
 }
 
 /*
+ * What a wrong page holds, for the log: zeroes, or (from its first word)
+ * which page of which generation of fill() — the data thread's or the THP
+ * thread's — or "something else". At most 16 such lines a run.
+ */
+static void describe_page(const char *what, uint64_t page, const char *got)
+{
+	static atomic_int lines;
+	static const char *const bufs[] = { "data", "THP" };
+	uint64_t v, w;
+	size_t zero = 0;
+	struct timespec ts;
+
+	if (atomic_fetch_add(&lines, 1) >= 16)
+		return;
+	/* The kernel log's clock, to place it against unbind's lines. */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	for (size_t i = 0; i < PAGE; i++)
+		zero += !got[i];
+	memcpy(&v, got, 8);
+	for (int b = 0; b < 2; b++) {
+		uint64_t base = (seed << 16) + ((uint64_t)b << 48);
+
+		for (uint64_t g = 0; g <= 100000; g++) {
+			w = v ^ ((base + g) * 0x100000001b3ULL);
+			if (w % (PAGE / 8) || w / (PAGE / 8) >= HUGE_PAGES)
+				continue;
+			fprintf(stderr, "hmm-race: [%ld.%03ld] %s: page %" PRIu64 " holds page %" PRIu64 " of %s generation %" PRIu64 " (THP is at %" PRIu64 ")\n",
+				(long)ts.tv_sec, ts.tv_nsec / 1000000, what, page,
+				w / (PAGE / 8), bufs[b], g,
+				(uint64_t)(atomic_load(&thp_gen) - ((seed << 16) + (1ULL << 48))));
+			return;
+		}
+	}
+	fprintf(stderr, "hmm-race: [%ld.%03ld] %s: page %" PRIu64 " holds something else (%zu zero bytes, first word %#" PRIx64 ")\n",
+		(long)ts.tv_sec, ts.tv_nsec / 1000000, what, page, zero, v);
+}
+
+/*
  * Bytes of the `n` pages at page `first` of the THP buffer, as `got` holds
  * them, that are not what the buffer holds: a page may also hold its old
- * contents once a device write was cut short (`thp_torn`).
+ * contents once a device write was cut short (`thp_torn`). `what` names
+ * the check in the log.
  */
-static size_t thp_differ(const char *got, uint64_t first, uint64_t n)
+static size_t thp_differ(const char *what, const char *got, uint64_t first, uint64_t n)
 {
 	const char *want = thp_want + first * PAGE, *old = thp_old + first * PAGE;
 	int torn = atomic_load(&thp_torn);
@@ -588,6 +628,7 @@ static size_t thp_differ(const char *got, uint64_t first, uint64_t n)
 		if (!memcmp(got + i, want + i, PAGE) || (torn && !memcmp(got + i, old + i, PAGE)))
 			continue;
 		bad += differ(got + i, want + i, PAGE);
+		describe_page(what, first + i / PAGE, got + i);
 	}
 	return bad;
 }
@@ -605,7 +646,7 @@ static int thp_migrate(int fd, unsigned long nr, uint64_t first, uint64_t n, cha
 		return r;
 	atomic_fetch_add(&thp_migrations_ok, 1);
 	if (nr == HMM_DMIRROR_MIGRATE_TO_DEV) {
-		size_t bad = thp_differ(got, first, n);
+		size_t bad = thp_differ("THP: MIGRATE_TO_DEV read-back", got, first, n);
 
 		if (bad)
 			fprintf(stderr, "hmm-race: THP: MIGRATE_TO_DEV of pages %" PRIu64 "-%" PRIu64 " read back %zu wrong bytes\n",
@@ -640,6 +681,7 @@ static void *thp_thread(void *arg)
 		}
 		memcpy(thp_old, thp_want, HUGE_SIZE);
 		fill(thp_want, HUGE_SIZE, ++gen);
+		atomic_store(&thp_gen, gen);
 		if (below(&s, 2)) {
 			memcpy(thp, thp_want, HUGE_SIZE);
 		} else {
@@ -683,16 +725,16 @@ static void *thp_thread(void *arg)
 		if (r == -ENODEV)
 			break;
 		if (r == 0) {
-			atomic_fetch_add(&thp_bad, thp_differ(got, 0, HUGE_PAGES));
+			atomic_fetch_add(&thp_bad, thp_differ("THP: READ", got, 0, HUGE_PAGES));
 			atomic_fetch_add(&thp_bytes, HUGE_SIZE);
 		}
-		atomic_fetch_add(&thp_bad, thp_differ(thp, 0, HUGE_PAGES));
+		atomic_fetch_add(&thp_bad, thp_differ("THP: CPU check", thp, 0, HUGE_PAGES));
 		atomic_fetch_add(&thp_bytes, HUGE_SIZE);
 		atomic_fetch_add(&thp_rounds, 1);
 	}
 	/* Whatever happened to the device, the buffer holds its contents. */
 	pthread_rwlock_rdlock(&thp_lock);
-	atomic_fetch_add(&thp_bad, thp_differ(thp, 0, HUGE_PAGES));
+	atomic_fetch_add(&thp_bad, thp_differ("THP: last CPU check", thp, 0, HUGE_PAGES));
 	atomic_fetch_add(&thp_bytes, HUGE_SIZE);
 	pthread_rwlock_unlock(&thp_lock);
 	close(fd);
@@ -730,7 +772,7 @@ static void *thp_reader(void *arg)
 		pthread_rwlock_rdlock(&thp_lock);
 		if (gone || below(&s, 4) == 0) {
 			/* One page with the CPU. */
-			bad = thp_differ(thp + first * PAGE, first, 1);
+			bad = thp_differ("THP reader: CPU", thp + first * PAGE, first, 1);
 			atomic_fetch_add(&thp_cpu_reads, 1);
 			atomic_fetch_add(&thp_bytes, PAGE);
 		} else {
@@ -745,7 +787,7 @@ static void *thp_reader(void *arg)
 			atomic_fetch_add(&thp_reads, 1);
 			if (ret == 0) {
 				atomic_fetch_add(&thp_reads_ok, 1);
-				bad = thp_differ(buf, first, n);
+				bad = thp_differ("THP reader: READ", buf, first, n);
 				atomic_fetch_add(&thp_bytes, n * PAGE);
 			} else if (e == ENODEV && !peer) {
 				/* DEVICE was unbound: the CPU reads from now on. */
