@@ -217,6 +217,10 @@ impl Doc {
         if let Some(plan) = self.plan.filter(|&plan| self.results > plan) {
             errors.push(format!("{} results for plan 1..{plan}", self.results));
         }
+        // `1..0` without a SKIP directive, and nothing else: nothing ran.
+        if self.plan == Some(0) && self.results == 0 && self.result.is_none() && closing.is_none() {
+            errors.push("no tests ran (plan 1..0 without a SKIP directive)".into());
+        }
         Suite {
             name,
             plan: self.plan,
@@ -265,7 +269,12 @@ impl Parser<'_> {
             if !starts {
                 return;
             }
-            self.stack.push(Doc::new(0));
+            // Less than one level of indentation before the line that
+            // starts a document is a prefix of the log's (kunit_parser.py
+            // strips whatever precedes the version line): the document's
+            // own level.
+            self.stack
+                .push(Doc::new(if indent < 4 { indent } else { 0 }));
         }
         while self.stack.len() > 1 && self.top().indent > indent {
             self.close_nested();
@@ -1017,5 +1026,26 @@ not ok 2 - bar.tap
         let suites = parse(text);
         assert_eq!(suites.len(), 1);
         assert!(suites[0].nested && suites[0].ok());
+    }
+
+    #[test]
+    fn a_prefix_under_one_level_is_the_document_level() {
+        // As in the kernel's test_pound_no_prefix.log: one space before
+        // every line, a tab more for the suites, other output between.
+        let text = " printk: console enabled\n TAP version 14\n 1..2\n \t# Subtest: s\n \t1..2\n \tok 1 - a\n  foo bar \t#\n \tok 2 - b\n ok 1 - s\n  foo bar \t# non-kunit output\n \t# Subtest: t\n \t1..1\n \tok 1 - c\n ok 2 - t\n List of all partitions:\n";
+        let suites = parse(text);
+        let names: Vec<&str> = suites.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["s", "t"]);
+        assert_eq!(suites[0].counts().pass, 2);
+        assert!(suites.iter().all(Suite::ok));
+    }
+
+    #[test]
+    fn an_empty_plan_without_skip_is_not_ok() {
+        let suites = parse("TAP version 14\n1..0\n");
+        assert_eq!(suites.len(), 1);
+        assert!(!suites[0].ok());
+        let skipped = parse("TAP version 14\n1..0 # SKIP no device\n");
+        assert!(skipped[0].ok());
     }
 }
