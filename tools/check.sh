@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 # `make check`: the project's test command (CI runs it from a clean clone).
 #
-#  1. toolchain (idempotent), host unit tests, clippy and rustfmt
+#  1. toolchain (idempotent), host unit tests, clippy and rustfmt; the KTAP
+#     parser against kunit_parser.py on the kernel's KTAP corpus
 #  2. patches/ is current, and the whole series applies to the base
 #  3. the debug kernel (base + series) and the out-of-tree module build
 #  4. VM suites under TCG, each with a verdict per suite: one GPU (rvram
@@ -39,6 +40,9 @@ step "kernel source"
 tools/fetch-kernel.sh
 rustfmt --check --config-path "$RVRAM_CACHE/base/linux/.rustfmt.toml" \
 	$(git ls-files 'drivers/*.rs' 'mm-glue/*.rs')
+# The KTAP parser gives kunit_parser.py's verdicts on the kernel's corpus.
+"$rvram" ktap-corpus "$RVRAM_CACHE/base/linux/tools/testing/kunit" > results/ktap-corpus.tap ||
+	{ cat results/ktap-corpus.tap >&2; die "KTAP corpus: verdicts differ from kunit_parser.py"; }
 
 step "series"
 "$rvram" series check

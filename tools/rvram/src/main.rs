@@ -12,6 +12,8 @@
 //!                         and its CPU mapping benchmark: DIR/bench-cpumap.svg
 //! rvram splat-check DIR   the harness's own test: every kind of kernel report
 //!                         in a run of the `splat` plan is found
+//! rvram ktap-corpus DIR   the KTAP parser against kunit_parser.py on the
+//!                         kernel's corpus (DIR: tools/testing/kunit)
 //! ```
 //!
 //! The base kernel repository is `$RVRAM_CACHE/base/linux` (default cache:
@@ -22,6 +24,7 @@ pub mod benchplot;
 pub mod cpumap;
 pub mod kmemleak;
 pub mod ktap;
+pub mod ktapcorpus;
 pub mod report;
 pub mod series;
 pub mod splatcheck;
@@ -30,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 const USAGE: &str =
-    "usage: rvram series {export|check|apply|commits} | rvram report DIR | rvram bench-plot DIR | rvram splat-check DIR";
+    "usage: rvram series {export|check|apply|commits} | rvram report DIR | rvram bench-plot DIR | rvram splat-check DIR | rvram ktap-corpus DIR";
 
 fn cache_dir() -> PathBuf {
     if let Some(c) = std::env::var_os("RVRAM_CACHE") {
@@ -125,6 +128,10 @@ fn main() -> ExitCode {
             }),
         ),
         ["splat-check", dir] => verdict(dir, splatcheck::run(Path::new(dir))),
+        ["ktap-corpus", dir] => verdict(
+            dir,
+            ktapcorpus::run(Path::new(dir)).map_err(std::io::Error::other),
+        ),
         ["bench-plot", dir] => match benchplot::run(std::path::Path::new(dir)) {
             Ok(plotted) => {
                 for note in &plotted.notes {
