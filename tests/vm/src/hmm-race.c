@@ -675,9 +675,17 @@ static void *thp_thread(void *arg)
 
 		/* New contents, the reader held off. */
 		pthread_rwlock_wrlock(&thp_lock);
-		if (!pmd && map_thp(thp)) {
-			perror("hmm-race: THP thread: mmap");
-			atomic_fetch_add(&thp_errs, 1);
+		if (!pmd) {
+			if (map_thp(thp)) {
+				perror("hmm-race: THP thread: mmap");
+				atomic_fetch_add(&thp_errs, 1);
+			} else {
+				/*
+				 * A fresh mapping: zeroes are what a WRITE
+				 * that ENODEV cuts short leaves behind.
+				 */
+				memset(thp_want, 0, HUGE_SIZE);
+			}
 		}
 		memcpy(thp_old, thp_want, HUGE_SIZE);
 		fill(thp_want, HUGE_SIZE, ++gen);
