@@ -27,14 +27,30 @@ use kernel::{
     prelude::*,
     sync::{atomic::Relaxed, Arc},
     task::might_sleep,
+    transmute::{AsBytes, FromBytes},
     uaccess::{UserPtr, UserSlice},
 };
 
-/// `struct rvram_alloc_dmabuf` (include/uapi/misc/rvram.h): `size` in
-/// bytes, `flags` (none defined), `fd` (out).
-const ARG_SIZE: usize = 16;
+/// `struct rvram_alloc_dmabuf` (include/uapi/misc/rvram.h).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct AllocDmabuf {
+    /// Bytes of VRAM.
+    size: u64,
+    /// None defined: must be 0.
+    flags: u32,
+    /// Out: the dma-buf's file descriptor.
+    fd: i32,
+}
+
+// SAFETY: A `u64`, a `u32` and an `i32`, 16 bytes with no padding: every
+// bit pattern is valid.
+unsafe impl FromBytes for AllocDmabuf {}
+// SAFETY: As above: no padding, every byte is initialised.
+unsafe impl AsBytes for AllocDmabuf {}
+
 /// `RVRAM_IOCTL_ALLOC_DMABUF`.
-pub(crate) const ALLOC_DMABUF: u32 = _IOWR::<[u64; 2]>(b'R' as u32, 0x00);
+pub(crate) const ALLOC_DMABUF: u32 = _IOWR::<AllocDmabuf>(b'R' as u32, 0x00);
 
 /// The VRAM behind one exported dma-buf.
 struct Bo {
@@ -66,9 +82,9 @@ impl Drop for Bo {
 /// its `dmem.max` fails with `ENOSPC`, as TTM's allocations do.
 pub(crate) fn alloc_dmabuf(gpu: &Arc<Gpu>, arg: usize) -> Result<isize> {
     let (mut reader, mut writer) =
-        UserSlice::new(UserPtr::from_addr(arg), ARG_SIZE).reader_writer();
-    let size: u64 = reader.read()?;
-    let flags: u32 = reader.read()?;
+        UserSlice::new(UserPtr::from_addr(arg), size_of::<AllocDmabuf>()).reader_writer();
+    let mut req: AllocDmabuf = reader.read()?;
+    let AllocDmabuf { size, flags, .. } = req;
     let (Vram::Private(pm), Some(exports)) = (&gpu.vram, &gpu.exports) else {
         pr_debug!(
             "RVRAM_IOCTL_ALLOC_DMABUF: rvram{}: device-coherent VRAM exports no dma-bufs\n",
@@ -113,9 +129,8 @@ pub(crate) fn alloc_dmabuf(gpu: &Arc<Gpu>, arg: usize) -> Result<isize> {
         pm.data().stats.dmabufs.fetch_add(1, Relaxed);
         buf
     };
-    writer.write(&size)?;
-    writer.write(&flags)?;
-    writer.write(&(fd.reserved_fd() as i32))?;
+    req.fd = i32::try_from(fd.reserved_fd())?;
+    writer.write(&req)?;
     fd.fd_install(buf.into_file());
     Ok(0)
 }

@@ -33,11 +33,13 @@ use kernel::{
     },
     task::might_sleep,
     time::{delay::fsleep, Delta},
+    transmute::{AsBytes, FromBytes},
     uaccess::{UserPtr, UserSlice},
 };
 
-/// `struct hmm_dmirror_cmd`: five `__u64`.
-#[derive(Default)]
+/// `struct hmm_dmirror_cmd` (lib/test_hmm_uapi.h).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
 struct Cmd {
     addr: u64,
     ptr: u64,
@@ -46,17 +48,22 @@ struct Cmd {
     faults: u64,
 }
 
+// SAFETY: `Cmd` is five `u64`s with no padding: every bit pattern is valid.
+unsafe impl FromBytes for Cmd {}
+// SAFETY: `Cmd` is five `u64`s with no padding: every byte is initialised.
+unsafe impl AsBytes for Cmd {}
+
 const TYPE: u32 = b'H' as u32;
-const READ: u32 = _IOWR::<[u64; 5]>(TYPE, 0x00);
-const WRITE: u32 = _IOWR::<[u64; 5]>(TYPE, 0x01);
-const MIGRATE_TO_DEV: u32 = _IOWR::<[u64; 5]>(TYPE, 0x02);
-const MIGRATE_TO_SYS: u32 = _IOWR::<[u64; 5]>(TYPE, 0x03);
-const SNAPSHOT: u32 = _IOWR::<[u64; 5]>(TYPE, 0x04);
-const EXCLUSIVE: u32 = _IOWR::<[u64; 5]>(TYPE, 0x05);
-const CHECK_EXCLUSIVE: u32 = _IOWR::<[u64; 5]>(TYPE, 0x06);
-const RELEASE: u32 = _IOWR::<[u64; 5]>(TYPE, 0x07);
-const FLAGS: u32 = _IOWR::<[u64; 5]>(TYPE, 0x08);
-const READ_UNLOCKED: u32 = _IOWR::<[u64; 5]>(TYPE, 0x09);
+const READ: u32 = _IOWR::<Cmd>(TYPE, 0x00);
+const WRITE: u32 = _IOWR::<Cmd>(TYPE, 0x01);
+const MIGRATE_TO_DEV: u32 = _IOWR::<Cmd>(TYPE, 0x02);
+const MIGRATE_TO_SYS: u32 = _IOWR::<Cmd>(TYPE, 0x03);
+const SNAPSHOT: u32 = _IOWR::<Cmd>(TYPE, 0x04);
+const EXCLUSIVE: u32 = _IOWR::<Cmd>(TYPE, 0x05);
+const CHECK_EXCLUSIVE: u32 = _IOWR::<Cmd>(TYPE, 0x06);
+const RELEASE: u32 = _IOWR::<Cmd>(TYPE, 0x07);
+const FLAGS: u32 = _IOWR::<Cmd>(TYPE, 0x08);
+const READ_UNLOCKED: u32 = _IOWR::<Cmd>(TYPE, 0x09);
 
 /// `HMM_DMIRROR_FLAG_FAIL_ALLOC`: the next device allocation fails (once).
 const FLAG_FAIL_ALLOC: u64 = 1;
@@ -235,16 +242,14 @@ impl MiscDevice for DmirrorFile {
         if cmd == crate::bo::ALLOC_DMABUF {
             return crate::bo::alloc_dmabuf(&me.gpu, arg);
         }
-        let user = UserSlice::new(UserPtr::from_addr(arg), 40);
+        let user = UserSlice::new(UserPtr::from_addr(arg), size_of::<Cmd>());
         let (mut reader, mut writer) = user.reader_writer();
+        // The outputs start at 0, whatever the caller left in them.
         let mut c = Cmd {
-            addr: reader.read()?,
-            ptr: reader.read()?,
-            npages: reader.read()?,
-            ..Default::default()
+            cpages: 0,
+            faults: 0,
+            ..reader.read::<Cmd>()?
         };
-        let _: u64 = reader.read()?;
-        let _: u64 = reader.read()?;
         // Same checks and order as test_hmm: page-aligned, non-empty, no wrap.
         if c.addr % PAGE_SIZE as u64 != 0
             || c.npages == 0
@@ -283,9 +288,7 @@ impl MiscDevice for DmirrorFile {
             }
             _ => return Err(EINVAL),
         }
-        for v in [c.addr, c.ptr, c.npages, c.cpages, c.faults] {
-            writer.write(&v)?;
-        }
+        writer.write(&c)?;
         Ok(0)
     }
 }

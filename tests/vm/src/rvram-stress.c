@@ -976,8 +976,9 @@ static void bo_alloc(struct bos *st)
 		readable = 0;
 		where = "into a hole ";
 		break;
-	case 4:	/* the request read, the fd written into the hole */
+	case 4:	/* size and flags readable, the fd in the hole */
 		arg = (void *)(st->arg + PAGE - 12);
+		readable = 0;
 		partial = 1;
 		where = "fd in a hole ";
 		break;
@@ -1035,7 +1036,7 @@ static void bo_alloc(struct bos *st)
 		if (pb != BO_GONE) {
 			want[n++] = ENOMEM;
 			/* The request is written back after the export: EFAULT. */
-			if (ro || partial)
+			if (ro)
 				want[n++] = EFAULT;
 			else if (size <= free_max)
 				want[n++] = 0;
