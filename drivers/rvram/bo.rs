@@ -17,7 +17,10 @@
 //! Only device-private VRAM exports buffers: device-coherent VRAM is not
 //! P2PDMA memory (the BAR cannot be both), and gets `EOPNOTSUPP`.
 
-use crate::{Gpu, Vram};
+use crate::gpu::{
+    Gpu,
+    Vram, //
+};
 use kernel::{
     cgroup::dmem::Charge,
     fs::file::{flags::O_CLOEXEC, FileDescriptorReservation},
@@ -103,10 +106,7 @@ pub(crate) fn alloc_dmabuf(gpu: &Arc<Gpu>, arg: usize) -> Result<isize> {
     let fd = FileDescriptorReservation::get_unused_fd_flags(O_CLOEXEC)?;
     let buf = {
         // Serialises with unbind, which evicts VRAM and drops the exporter.
-        let dead = gpu.ops.lock();
-        if *dead {
-            return Err(ENODEV);
-        }
+        let _bound = gpu.hold_bound()?;
         // Charged before VRAM is set aside, uncharged if this fails.
         let charge = gpu.dmem.lock().as_ref().ok_or(ENODEV)?.try_charge(size)?;
         let r = pm.reserve(nr).inspect_err(|_| {

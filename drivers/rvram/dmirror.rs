@@ -11,7 +11,19 @@
 //! for atomic access (`HMM_DMIRROR_EXCLUSIVE`), which an invalidation of
 //! the page drops.
 
-use crate::{with_vram, CoherentPages, Gpu, VramKind, VramPages, EVICT_CHUNK, PMD_PAGES};
+use crate::{
+    gpu::{
+        with_vram,
+        Gpu,
+        EVICT_CHUNK,
+        PMD_PAGES, //
+    },
+    pages::{
+        CoherentPages,
+        PrivatePages,
+        VramKind, //
+    },
+};
 use kernel::{
     alloc::flags::{__GFP_ZERO, GFP_KERNEL_ACCOUNT},
     fs::File,
@@ -191,7 +203,7 @@ impl MiscDevice for DmirrorFile {
     type Ptr = Pin<KBox<Self>>;
 
     fn open(_file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
-        let gpu = crate::gpu_by_name(misc.device().name()).ok_or(ENODEV)?;
+        let gpu = crate::registry::gpu_by_name(misc.device().name()).ok_or(ENODEV)?;
         let task = kernel::current!();
         let mm = task.mm().ok_or(EINVAL)?;
         let owner = gpu.vram.owner();
@@ -258,7 +270,7 @@ impl MiscDevice for DmirrorFile {
         {
             return Err(EINVAL);
         }
-        if me.gpu.is_dead() {
+        if me.gpu.is_unbound() {
             return Err(ENODEV);
         }
         match cmd {
@@ -340,7 +352,7 @@ impl DmirrorFile {
             {
                 let f = self.mirror.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
                 for ((_, pfn), dst) in f.iter().zip(chunk.chunks_mut(PAGE_SIZE)) {
-                    if let Some(folio) = pfn.device_folio::<VramPages>() {
+                    if let Some(folio) = pfn.device_folio::<PrivatePages>() {
                         let index = folio.index() + (pfn.pfn().ok_or(EFAULT)? - folio.pfn());
                         folio.pagemap().data().read_page(index, dst)?;
                     } else if pfn.is_alias() {
@@ -395,7 +407,7 @@ impl DmirrorFile {
         let mut req = self.request(addr, src.len(), true)?;
         let f = self.mirror.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
         for ((va, pfn), src) in f.iter().zip(src.chunks(PAGE_SIZE)) {
-            if let Some(folio) = pfn.device_folio::<VramPages>() {
+            if let Some(folio) = pfn.device_folio::<PrivatePages>() {
                 if !pfn.is_writable() {
                     return Ok(Some(va));
                 }
@@ -496,10 +508,7 @@ impl DmirrorFile {
         let mm = self.mirror.mm().mmget_not_zero().ok_or(EINVAL)?;
         let mut over_limit = false;
         {
-            let dead = gpu.ops.lock();
-            if *dead {
-                return Err(ENODEV);
-            }
+            let _bound = gpu.hold_bound()?;
             let guard = mm.mmap_read_lock();
             let mut addr = start;
             while addr < end {
@@ -776,7 +785,7 @@ impl DmirrorFile {
                 } else if !pfn.is_valid() {
                     prot::NONE
                 } else {
-                    let mut v = if let Some(d) = pfn.device_folio::<VramPages>() {
+                    let mut v = if let Some(d) = pfn.device_folio::<PrivatePages>() {
                         if self.is_mine(d.pagemap()) {
                             prot::DEV_PRIVATE_LOCAL
                         } else {

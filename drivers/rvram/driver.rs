@@ -1,0 +1,348 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The PCI driver: binds `ivshmem-plain` devices as GPUs, and unbinds them.
+
+use crate::{
+    dmirror::DmirrorFile,
+    gpu::{
+        Gpu,
+        GpuState,
+        Vram, //
+    },
+    pages::{
+        CoherentPages,
+        PrivatePages, //
+    },
+    registry::{
+        self,
+        Slot,
+        NAMES,
+        REGISTRY, //
+    },
+    stats::{
+        self,
+        Stats, //
+    },
+    vram::{
+        Charges,
+        Owners,
+        VramLayout, //
+    },
+};
+use kernel::{
+    cgroup::dmem,
+    debugfs::{
+        Dir,
+        File, //
+    },
+    device::{
+        self,
+        Bound,
+        Core, //
+    },
+    io::Io,
+    miscdevice::{
+        MiscDeviceOptions,
+        MiscDeviceRegistration, //
+    },
+    mm::pagemap::Pagemap,
+    pci,
+    prelude::*,
+    sync::{
+        aref::ARef,
+        atomic::Atomic,
+        new_mutex,
+        Arc, //
+    },
+};
+
+/// The BAR that holds VRAM on ivshmem-plain.
+const VRAM_BAR: u32 = 2;
+/// PCI device id of ivshmem (vendor Red Hat / Qumranet).
+const IVSHMEM_DEVICE_ID: u32 = 0x1110;
+
+/// Per-device state.
+#[pin_data]
+pub(crate) struct Rvram<'bound> {
+    pdev: &'bound pci::Device<Bound>,
+    gpu: Arc<Gpu>,
+    /// Exports VRAM buffer objects as dma-bufs; dropped (which revokes
+    /// them) before the P2PDMA memory below is freed. Device-private VRAM
+    /// only.
+    exporter: Option<pci::BarExporter<'bound>>,
+    /// All of BAR2 as P2PDMA memory, reserved so that the P2PDMA pool never
+    /// hands VRAM to anyone else: VRAM page `i` is P2PDMA page `p2p.pfn() + i`.
+    /// Device-private VRAM only: the BAR cannot be both.
+    p2p: Option<pci::P2pMem<'bound>>,
+    #[pin]
+    misc: MiscDeviceRegistration<DmirrorFile>,
+    dir: Dir,
+    #[pin]
+    vram_size: File<u64>,
+    /// `device_private_pfn` or `device_coherent_pfn`.
+    #[pin]
+    first_pfn: File<u64>,
+    p2p_pfn: Option<Pin<KBox<File<u64>>>>,
+    #[pin]
+    stats: File<Arc<Gpu>>,
+}
+
+/// Checks that VRAM holds what is written to it, at both ends of the BAR,
+/// and leaves it zeroed there.
+fn probe_vram(vram: &pci::Bar<'_>, layout: &VramLayout) -> Result {
+    let last = usize::try_from(layout.size())? - core::mem::size_of::<u64>();
+    for (offset, pattern) in [
+        (0, 0x5256_5241_4d30_a55a_u64),
+        (last, !0x5256_5241_4d30_a55a),
+    ] {
+        vram.try_write64(pattern, offset)?;
+        if vram.try_read64(offset)? != pattern {
+            return Err(EIO);
+        }
+        vram.try_write64(0, offset)?;
+    }
+    Ok(())
+}
+
+/// Checks that the first page of device-coherent VRAM holds what the CPU
+/// writes to it through the linear map, and leaves it zeroed.
+fn probe_coherent(pm: &Pagemap<CoherentPages>) -> Result {
+    let mut page = pm.alloc_folio(0)?;
+    let pattern = 0x5256_5241_4d30_a55a_u64.to_ne_bytes();
+    page.with_page_mut(0, |b| {
+        for (i, c) in b.chunks_mut(8).enumerate() {
+            c.copy_from_slice(&pattern);
+            c[0] ^= i as u8;
+        }
+    })?;
+    let ok = page.with_page(0, |b| {
+        b.chunks(8)
+            .enumerate()
+            .all(|(i, c)| c[0] == pattern[0] ^ i as u8 && c[1..] == pattern[1..])
+    })?;
+    page.with_page_mut(0, |b| b.fill(0))?;
+    if ok {
+        Ok(())
+    } else {
+        Err(EIO)
+    }
+}
+
+/// The device that names this GPU as an alias client.
+fn client_dev(pdev: &pci::Device<Bound>) -> ARef<device::Device> {
+    let dev: &device::Device = AsRef::<device::Device<Bound>>::as_ref(pdev);
+    dev.into()
+}
+
+pub(crate) struct RvramDriver;
+
+/// Device-private VRAM with its P2PDMA alias pages and dma-buf exporter.
+type PrivateVram<'bound> = (
+    Pin<KBox<Pagemap<PrivatePages>>>,
+    pci::BarExporter<'bound>,
+    pci::P2pMem<'bound>,
+);
+
+impl RvramDriver {
+    /// Maps BAR2, publishes it as P2PDMA memory and creates the
+    /// device-private pagemap whose pages stand for it.
+    fn probe_private<'bound>(
+        pdev: &'bound pci::Device<Bound>,
+        layout: &VramLayout,
+    ) -> Result<PrivateVram<'bound>> {
+        let vram = pdev.iomap_region(VRAM_BAR, c"rvram")?;
+        probe_vram(&vram, layout).inspect_err(|e| {
+            dev_err!(pdev, "VRAM read-back check failed: {e:?}\n");
+        })?;
+        pdev.p2pdma_add_resource(VRAM_BAR, 0, 0).inspect_err(|e| {
+            dev_err!(
+                pdev,
+                "cannot publish BAR{VRAM_BAR} as P2PDMA memory: {e:?}\n"
+            );
+        })?;
+        let exporter = pci::BarExporter::new(
+            pdev,
+            VRAM_BAR,
+            c"rvram",
+            kernel::module::this_module::<crate::RvramModule>(),
+        )?;
+        let size = usize::try_from(layout.size())?;
+        let p2p = pdev.alloc_p2pmem(size)?;
+        if p2p.phys_addr() != pdev.resource_start(VRAM_BAR)? {
+            dev_err!(pdev, "P2PDMA pool does not start at BAR{VRAM_BAR}\n");
+            return Err(EIO);
+        }
+        let pages = KBox::pin_init(
+            Pagemap::new(
+                size,
+                None,
+                Ok::<_, Error>(PrivatePages {
+                    vram: vram.into_devres()?,
+                    p2p_pfn: p2p.pfn(),
+                    stats: Stats::new(),
+                    owners: Owners::new(layout.pages())?,
+                    charges: Charges::new()?,
+                }),
+            ),
+            GFP_KERNEL,
+        )?;
+        Ok((pages, exporter, p2p))
+    }
+}
+
+kernel::pci_device_table!(
+    PCI_TABLE,
+    <RvramDriver as pci::Driver>::IdInfo,
+    [(
+        pci::DeviceId::from_id(pci::Vendor::REDHAT_QUMRANET, IVSHMEM_DEVICE_ID),
+        ()
+    )]
+);
+
+impl pci::Driver for RvramDriver {
+    type IdInfo = ();
+    type Data<'bound> = Rvram<'bound>;
+
+    const ID_TABLE: pci::IdTable<Self::IdInfo> = &PCI_TABLE;
+
+    fn probe<'bound>(
+        pdev: &'bound pci::Device<Core<'_>>,
+        _info: Option<&'bound Self::IdInfo>,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        pin_init::pin_init_scope(move || {
+            // A retired pagemap of this BAR would make a device-coherent
+            // bind fail: drop those whose pages are gone by now.
+            registry::reap_retired();
+            pdev.enable_device_mem()?;
+            let pdev: &'bound pci::Device<Bound> = pdev;
+            let len = pdev.resource_len(VRAM_BAR)?;
+            let layout = VramLayout::new(len).inspect_err(|_| {
+                dev_err!(
+                    pdev,
+                    "BAR{VRAM_BAR}: {len} bytes is not a VRAM size (2 MiB multiple, <= 64 GiB)\n"
+                );
+            })?;
+            let slot = Slot::take(pdev)?;
+            let coherent = slot.coherent();
+            let (vram, exporter, p2p) = if coherent {
+                let pages = KBox::pin_init(
+                    Pagemap::new_coherent(
+                        pdev,
+                        VRAM_BAR,
+                        None,
+                        Ok::<_, Error>(CoherentPages {
+                            stats: Stats::new(),
+                            owners: Owners::new(layout.pages())?,
+                            charges: Charges::new()?,
+                        }),
+                    ),
+                    GFP_KERNEL,
+                )
+                .inspect_err(|e| {
+                    dev_err!(
+                        pdev,
+                        "cannot map BAR{VRAM_BAR} as device-coherent memory: {e:?}\n"
+                    );
+                })?;
+                probe_coherent(&pages).inspect_err(|e| {
+                    dev_err!(pdev, "VRAM read-back check failed: {e:?}\n");
+                })?;
+                (Vram::Coherent(pages), None, None)
+            } else {
+                let (pages, exporter, p2p) = Self::probe_private(pdev, &layout)?;
+                (Vram::Private(pages), Some(exporter), Some(p2p))
+            };
+            let first_pfn = vram.first_pfn() as u64;
+            let p2p_pfn = p2p.as_ref().map(|p| p.pfn() as u64);
+            let exports = exporter.as_ref().map(|e| e.handle());
+            // "rvram/0000:00:05.0/vram" in the dmem cgroup files, as DRM
+            // names its regions "drm/<device>/<region>".
+            let region = if coherent {
+                None
+            } else {
+                let dev: &device::Device<Bound> = pdev.as_ref();
+                Some(dmem::Region::register(
+                    layout.size(),
+                    fmt!("rvram/{}/vram", dev.name()),
+                )?)
+            };
+            let index = slot.0;
+
+            let (gpu, dir) = {
+                let mut reg = REGISTRY.lock();
+                let gpu = Arc::pin_init(
+                    try_pin_init!(Gpu {
+                        index,
+                        dev: client_dev(pdev),
+                        vram,
+                        exports,
+                        dmem <- new_mutex!(region),
+                        state <- new_mutex!(GpuState::Bound),
+                        files: Atomic::new(0),
+                    }),
+                    GFP_KERNEL,
+                )?;
+                let dir = reg.root.as_ref().ok_or(ENODEV)?.subdir(NAMES[index]);
+                slot.register(&mut reg, gpu.clone());
+                (gpu, dir)
+            };
+            dev_info!(
+                pdev,
+                "{}: {} MiB of VRAM in BAR{VRAM_BAR} ({} pages, device-{})\n",
+                NAMES[index].to_str()?,
+                layout.size() >> 20,
+                layout.pages(),
+                if coherent { "coherent" } else { "private" }
+            );
+            let p2p_file = match p2p_pfn {
+                Some(pfn) => Some(KBox::pin_init(
+                    dir.read_only_file(c"p2pdma_pfn", pfn),
+                    GFP_KERNEL,
+                )?),
+                None => None,
+            };
+            let stats_gpu = gpu.clone();
+            Ok(try_pin_init!(Rvram {
+                pdev,
+                gpu,
+                exporter,
+                p2p,
+                misc <- MiscDeviceRegistration::register(MiscDeviceOptions { name: NAMES[index] }),
+                dir: dir.clone(),
+                vram_size <- dir.read_only_file(c"vram_size", layout.size()),
+                first_pfn <- dir.read_only_file(
+                    if coherent {
+                        c"device_coherent_pfn"
+                    } else {
+                        c"device_private_pfn"
+                    },
+                    first_pfn
+                ),
+                p2p_pfn: p2p_file,
+                stats <- dir.read_callback_file(c"stats", stats_gpu, &stats::show),
+            }))
+        })
+    }
+
+    fn unbind<'bound>(pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
+        let gpu = &this.gpu;
+        let name = NAMES[gpu.index].to_str().unwrap_or("rvram");
+        REGISTRY.lock().gpus[gpu.index] = None;
+        // No new migrations into VRAM; open files get ENODEV from now on.
+        gpu.set_unbound();
+        // Out of the cgroup files, so that limits set after a rebind apply
+        // to the new region of the same name. Buffers that outlive the
+        // binding are uncharged when they go.
+        drop(gpu.dmem.lock().take());
+        // No new P2P aliases; eviction below invalidates every mirror that
+        // holds one, before `p2p` (dropped after this) frees the BAR pages.
+        if let Vram::Private(pm) = &gpu.vram {
+            pm.revoke_aliases();
+        }
+        // Data in VRAM goes back to system memory while the BAR is mapped.
+        match gpu.evict_all() {
+            Ok(n) => dev_info!(pdev, "{name}: removed, {n} pages evicted\n"),
+            Err(_) => registry::retire(pdev, gpu, gpu.vram.nr_used()),
+        }
+    }
+}

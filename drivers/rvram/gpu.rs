@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A GPU: what outlives its binding while files are open, its state, its
+//! VRAM's pagemap, and the eviction of that VRAM.
+
+use crate::{
+    pages::{
+        CoherentPages,
+        PrivatePages,
+        VramKind, //
+    },
+    stats::Stats,
+};
+use kernel::{
+    cgroup::dmem,
+    device,
+    mm::{
+        migrate::{
+            Eviction,
+            NewSystemFolio, //
+        },
+        pagemap::{
+            Owner,
+            Pagemap, //
+        },
+    },
+    page::PAGE_SIZE,
+    pci,
+    prelude::*,
+    sizes::SZ_2M,
+    sync::{
+        aref::ARef,
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Mutex,
+        MutexGuard, //
+    },
+    task::might_sleep,
+    time::{
+        delay::fsleep,
+        Delta,
+        Instant,
+        Monotonic, //
+    },
+};
+
+/// A GPU's VRAM, as the pagemap of its kind.
+pub(crate) enum Vram {
+    /// Device-private memory with P2PDMA aliases.
+    Private(Pin<KBox<Pagemap<PrivatePages>>>),
+    /// Device-coherent memory over the BAR.
+    Coherent(Pin<KBox<Pagemap<CoherentPages>>>),
+}
+
+/// Runs `$body` with `$pm` bound to the GPU's pagemap, whatever its kind
+/// (the body is compiled for each kind).
+macro_rules! with_vram {
+    ($vram:expr, $pm:ident => $body:expr) => {
+        match $vram {
+            $crate::gpu::Vram::Private(pm) => {
+                let $pm = &**pm;
+                $body
+            }
+            $crate::gpu::Vram::Coherent(pm) => {
+                let $pm = &**pm;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_vram;
+
+impl Vram {
+    pub(crate) fn owner(&self) -> Owner {
+        with_vram!(self, pm => pm.owner())
+    }
+
+    pub(crate) fn stats(&self) -> &Stats {
+        with_vram!(self, pm => pm.data().stats())
+    }
+
+    pub(crate) fn nr_pages(&self) -> usize {
+        with_vram!(self, pm => pm.nr_pages())
+    }
+
+    pub(crate) fn nr_used(&self) -> usize {
+        with_vram!(self, pm => pm.nr_used())
+    }
+
+    pub(crate) fn first_pfn(&self) -> usize {
+        with_vram!(self, pm => pm.pfn_range().start)
+    }
+}
+
+/// Whether a GPU's device is bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GpuState {
+    /// Bound: VRAM takes migrations and buffer objects.
+    Bound,
+    /// Unbound: its VRAM was evicted (or retired), its files get `ENODEV`.
+    Unbound,
+}
+
+/// Keeps a GPU bound while it lives ([`Gpu::hold_bound`]): unbind waits.
+pub(crate) struct BoundGuard<'a> {
+    _state: MutexGuard<'a, GpuState>,
+}
+
+/// What outlives the binding while files are open: the pagemap.
+#[pin_data]
+pub(crate) struct Gpu {
+    pub(crate) index: usize,
+    /// The PCI device, as the client named in alias faults.
+    pub(crate) dev: ARef<device::Device>,
+    pub(crate) vram: Vram,
+    /// Exports VRAM buffer objects (`ENODEV` once unbound); device-private
+    /// VRAM only.
+    pub(crate) exports: Option<pci::ExportHandle>,
+    /// VRAM as a dmem cgroup region, which buffer objects are charged to;
+    /// device-private VRAM only, `None` once unbound.
+    #[pin]
+    pub(crate) dmem: Mutex<Option<dmem::Region>>,
+    /// Serialises migrations into VRAM and buffer exports against unbind.
+    #[pin]
+    pub(crate) state: Mutex<GpuState>,
+    /// The last id handed to an open file ([`Gpu::new_file_id`]).
+    pub(crate) files: Atomic<u32>,
+}
+
+impl Gpu {
+    /// Whether the device was unbound.
+    pub(crate) fn is_unbound(&self) -> bool {
+        *self.state.lock() == GpuState::Unbound
+    }
+
+    /// Holds off unbind until the guard is dropped, for a migration into
+    /// VRAM or a buffer export; `ENODEV` once unbound.
+    pub(crate) fn hold_bound(&self) -> Result<BoundGuard<'_>> {
+        let state = self.state.lock();
+        match *state {
+            GpuState::Bound => Ok(BoundGuard { _state: state }),
+            GpuState::Unbound => Err(ENODEV),
+        }
+    }
+
+    /// Marks the GPU unbound, once every holder of [`Gpu::hold_bound`] is
+    /// done: no migration into VRAM or export starts after this.
+    pub(crate) fn set_unbound(&self) {
+        *self.state.lock() = GpuState::Unbound;
+    }
+
+    /// A new id for an open file, never 0 ([`Owners`]). Ids wrap after
+    /// 2^32 opens; a page still in VRAM from a file that long closed could
+    /// then be released by the file that reuses its id.
+    pub(crate) fn new_file_id(&self) -> u32 {
+        loop {
+            let id = self.files.fetch_add(1, Relaxed).wrapping_add(1);
+            if id != 0 {
+                return id;
+            }
+        }
+    }
+
+    /// Moves every page out of VRAM, retrying what cannot move for up to
+    /// [`EVICT_PATIENCE`]; `EBUSY` if some pages are still in use then.
+    pub(crate) fn evict_all(&self) -> Result<usize> {
+        with_vram!(&self.vram, pm => Self::evict_pagemap(pm))
+    }
+
+    fn evict_pagemap<T: VramKind>(pm: &Pagemap<T>) -> Result<usize> {
+        let start = Instant::<Monotonic>::now();
+        let mut total = 0;
+        loop {
+            for first in (0..pm.nr_pages()).step_by(EVICT_CHUNK) {
+                if pm.nr_used() == 0 {
+                    return Ok(total);
+                }
+                let count = EVICT_CHUNK.min(pm.nr_pages() - first);
+                // Out of memory for the round's arrays: the next try may
+                // have it.
+                total += Self::evict_range(pm, first, count).unwrap_or(0);
+            }
+            if pm.nr_used() == 0 {
+                return Ok(total);
+            }
+            if start.elapsed() > EVICT_PATIENCE {
+                return Err(EBUSY);
+            }
+            fsleep(Delta::from_millis(10));
+        }
+    }
+
+    /// Moves the folios of VRAM pages `first..first + count` that can move
+    /// now; returns how many pages moved. A folio that is locked or pinned,
+    /// or for which there is no system memory at the moment, stays.
+    fn evict_range<T: VramKind>(pm: &Pagemap<T>, first: usize, count: usize) -> Result<usize> {
+        let stats = pm.data().stats();
+        let mut ev = Eviction::collect(pm, first, count)?;
+        for i in 0..ev.len() {
+            let Some((folio, _)) = ev.source(i) else {
+                continue;
+            };
+            let Ok(mut new) = NewSystemFolio::alloc(folio.order()) else {
+                stats.alloc_fail.fetch_add(1, Relaxed);
+                continue;
+            };
+            if T::copy_out(pm, folio, &mut new).is_ok() {
+                ev.set_system(i, new)?;
+            }
+            // VRAM may hold 64 GiB: a scheduling point per folio.
+            might_sleep();
+        }
+        let n = ev.finish();
+        stats.evicted.fetch_add(n as u64, Relaxed);
+        stats.pages_to_ram.fetch_add(n as u64, Relaxed);
+        Ok(n)
+    }
+}
+
+/// VRAM pages collected per eviction round: a multiple of the largest folio
+/// ([`PMD_PAGES`]), so that no folio straddles two rounds, and small
+/// enough that the round's arrays stay two 64 KiB allocations whatever the
+/// VRAM size.
+pub(crate) const EVICT_CHUNK: usize = 8192;
+
+/// Pages in a PMD-sized folio, the largest VRAM folio.
+pub(crate) const PMD_PAGES: usize = SZ_2M / PAGE_SIZE;
+const _: () = assert!(EVICT_CHUNK % PMD_PAGES == 0);
+
+/// How long unbind retries pages that cannot move out of VRAM (locked by a
+/// migration in flight, or short of system memory) before it gives up on
+/// them ([`retire`]).
+const EVICT_PATIENCE: Delta = Delta::from_secs(10);

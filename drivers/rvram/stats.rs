@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The event counters of a GPU, shown in `/sys/kernel/debug/rvram/rvramN/stats`.
+
+use crate::gpu::{
+    Gpu,
+    Vram, //
+};
+use kernel::sync::{
+    atomic::{
+        Atomic,
+        Relaxed, //
+    },
+    Arc, //
+};
+
+/// Defines [`Stats`] from one list: each counter's field, its name in the
+/// debugfs file, and what it counts.
+macro_rules! counters {
+    ($($(#[doc = $doc:expr])+ $field:ident => $name:literal,)+) => {
+        /// Event counters of a GPU, shown in debugfs in this order.
+        pub(crate) struct Stats {
+            $($(#[doc = $doc])+ pub(crate) $field: Atomic<u64>,)+
+        }
+
+        impl Stats {
+            pub(crate) fn new() -> Self {
+                Self {
+                    $($field: Atomic::new(0),)+
+                }
+            }
+
+            /// One `name value` line per counter.
+            fn show(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                $(writeln!(f, concat!($name, " {}"), self.$field.load(Relaxed))?;)+
+                Ok(())
+            }
+        }
+    };
+}
+
+counters! {
+    /// Folios migrated into VRAM.
+    to_dev => "migrated_to_vram",
+    /// Folios migrated out of VRAM (CPU faults, `HMM_DMIRROR_MIGRATE_TO_SYS`).
+    to_sys => "migrated_to_ram",
+    /// CPU faults on device-private VRAM pages.
+    cpu_faults => "cpu_faults",
+    /// VRAM or system memory allocations that failed.
+    alloc_fail => "alloc_failures",
+    /// Pages evicted by unbind or `HMM_DMIRROR_RELEASE`.
+    evicted => "evicted",
+    /// P2PDMA aliases handed out, one per page-table entry HMM resolved.
+    alias_grants => "alias_grants",
+    /// Device reads and writes of another GPU's VRAM through an alias.
+    alias_access => "alias_accesses",
+    /// Pages copied into VRAM by migration.
+    pages_to_vram => "pages_to_vram",
+    /// Pages copied out of VRAM into system memory: by CPU (or non-alias
+    /// device) faults, `HMM_DMIRROR_MIGRATE_TO_SYS` and eviction.
+    pages_to_ram => "pages_to_ram",
+    /// Time spent serving faults on VRAM pages by migration, in ns.
+    fault_ns => "fault_ns",
+    /// VRAM buffer objects exported as dma-bufs.
+    dmabufs => "dmabufs_exported",
+    /// VRAM buffer objects released.
+    dmabufs_freed => "dmabufs_released",
+}
+
+/// The debugfs `stats` file of `gpu`: its VRAM's size and use around the
+/// counters.
+pub(crate) fn show(gpu: &Arc<Gpu>, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    let v = &gpu.vram;
+    let reserved = match v {
+        Vram::Private(pm) => pm.nr_reserved(),
+        Vram::Coherent(_) => 0,
+    };
+    writeln!(f, "pages_total {}", v.nr_pages())?;
+    writeln!(f, "pages_resident {}", v.nr_used())?;
+    v.stats().show(f)?;
+    writeln!(f, "dmabuf_pages {}", reserved)
+}
