@@ -23,15 +23,27 @@ use crate::gpu::{
 };
 use kernel::{
     cgroup::dmem::Charge,
-    fs::file::{flags::O_CLOEXEC, FileDescriptorReservation},
+    fs::file::{
+        flags::O_CLOEXEC,
+        FileDescriptorReservation, //
+    },
     ioctl::_IOWR,
     mm::pagemap::Reservation,
     page::PAGE_SIZE,
     prelude::*,
-    sync::{atomic::Relaxed, Arc},
+    sync::{
+        atomic::Relaxed,
+        Arc, //
+    },
     task::might_sleep,
-    transmute::{AsBytes, FromBytes},
-    uaccess::{UserPtr, UserSlice},
+    transmute::{
+        AsBytes,
+        FromBytes, //
+    },
+    uaccess::{
+        UserPtr,
+        UserSlice, //
+    },
 };
 
 /// `struct rvram_alloc_dmabuf` (include/uapi/misc/rvram.h).

@@ -3,12 +3,21 @@
 //! VRAM geometry: how a BAR is carved into pages.
 
 use kernel::{
-    cgroup::dmem::{Charge, Region},
+    cgroup::dmem::{
+        Charge,
+        Region, //
+    },
     page::PAGE_SIZE,
     prelude::*,
     sizes::SZ_2M,
-    sync::atomic::{Atomic, Relaxed},
-    xarray::{AllocKind, XArray},
+    sync::atomic::{
+        Atomic,
+        Relaxed, //
+    },
+    xarray::{
+        AllocKind,
+        XArray, //
+    },
 };
 
 /// Largest VRAM rvram accepts (64 GiB): bounds every page index to `u32`.
