@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # `make bench`: what P2P aliases save, counted, in one rvram-rdma-test run
-# (rvram-rdma-test --bench-only, tests/rdma/src/bench.rs). For each target
+# (rvram-rdma-test --bench-only, tests/rdma/src/bench/). For each target
 # size and 4 KiB / THP pages, with the target in system RAM, in rvram0's
 # VRAM with aliases (ib_core.odp_p2p_alias=1) and in VRAM with migration
 # (=0, which the binary sets and restores itself):

@@ -2,7 +2,7 @@
 
 //! `rvram bench-plot DIR`: the alias benchmark of one guest run as a chart.
 //!
-//! `rvram-rdma-test --bench` (tests/rdma/src/bench.rs) prints its values as
+//! `rvram-rdma-test --bench` (tests/rdma/src/bench/) prints its values as
 //! `# bench PART_SIZE_PAGES_PLACEMENT_METRIC VALUE UNIT` lines into its TAP,
 //! e.g. `# bench fault_4M_4k_alias_us_per_page 9.77 us`, where PART is
 //! `fault` (the NIC's fault path: an ODP prefetch), `pipeline` (NIC RDMA
