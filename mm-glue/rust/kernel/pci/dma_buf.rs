@@ -68,7 +68,7 @@ use crate::{
     },
     ThisModule,
 };
-use core::{ffi::c_void, marker::PhantomData, ptr::NonNull};
+use core::{marker::PhantomData, ptr::NonNull};
 
 /// Exports ranges of one PCI memory BAR as dma-bufs, for as long as the
 /// device is bound; dropping it revokes every buffer it exported.
@@ -284,7 +284,7 @@ impl ExportHandle {
         if size == 0 || offset % page != 0 || len % page != 0 || end > sh.bar_len {
             return Err(EINVAL);
         }
-        let data = KBox::new(data, GFP_KERNEL)?;
+        let data: KBox<dyn Send + Sync> = KBox::new(data, GFP_KERNEL)?;
         let buf = KBox::pin_init(
             pin_init!(Buffer {
                 shared: sh.clone(),
@@ -296,8 +296,7 @@ impl ExportHandle {
                 revoked: Atomic::new(false),
                 maps <- new_mutex!(0),
                 unmapped <- new_condvar!(),
-                data: KBox::into_raw(data).cast(),
-                drop_data: drop_boxed::<T>,
+                _data: data,
             }),
             GFP_KERNEL,
         )?;
@@ -336,14 +335,6 @@ impl ExportHandle {
             dmabuf: unsafe { NonNull::new_unchecked(d) },
         })
     }
-}
-
-/// # Safety
-///
-/// `p` must come from `KBox::<T>::into_raw` and not be used afterwards.
-unsafe fn drop_boxed<T>(p: *mut c_void) {
-    // SAFETY: As required above.
-    drop(unsafe { KBox::from_raw(p.cast::<T>()) });
 }
 
 /// An exported dma-buf, with one reference to it.
@@ -392,11 +383,10 @@ impl Drop for DmaBuf {
 ///
 /// # Invariants
 ///
-/// `data` comes from `KBox::into_raw` of the type `drop_data` drops.
 /// `revoked` only goes from false to true, under the dma-buf's reservation
 /// lock. `maps` counts the mappings made by `map` and not yet unmapped,
 /// plus one while the buffer has a kernel mapping (`vmap`).
-#[pin_data(PinnedDrop)]
+#[pin_data]
 struct Buffer {
     shared: Arc<Shared>,
     phys: bindings::phys_vec,
@@ -406,17 +396,8 @@ struct Buffer {
     maps: Mutex<usize>,
     #[pin]
     unmapped: CondVar,
-    data: *mut c_void,
-    drop_data: unsafe fn(*mut c_void),
-}
-
-#[pinned_drop]
-impl PinnedDrop for Buffer {
-    fn drop(self: Pin<&mut Self>) {
-        // SAFETY: `data` matches `drop_data` and is dropped once (type
-        // invariant), here.
-        unsafe { (self.drop_data)(self.data) };
-    }
+    /// The exporter's data, dropped with the buffer.
+    _data: KBox<dyn Send + Sync>,
 }
 
 impl Buffer {
