@@ -364,8 +364,7 @@ impl DmirrorFile {
                         pfn.read_alias(dst).ok_or(EFAULT)?;
                         self.count_alias();
                     } else {
-                        pfn.with_system_page(|src| dst.copy_from_slice(src))
-                            .ok_or(EFAULT)?;
+                        pfn.read_system_page(dst).ok_or(EFAULT)?;
                     }
                 }
             }
@@ -422,8 +421,7 @@ impl DmirrorFile {
                 pfn.write_alias(src).ok_or(EPERM)?;
                 self.count_alias();
             } else {
-                pfn.with_system_page_mut(|dst| dst.copy_from_slice(src))
-                    .ok_or(EPERM)?;
+                pfn.write_system_page(src).ok_or(EPERM)?;
             }
         }
         Ok(None)

@@ -46,6 +46,7 @@ use kernel::{
         MiscDeviceRegistration, //
     },
     mm::pagemap::Pagemap,
+    page::PAGE_SIZE,
     pci,
     prelude::*,
     sync::{
@@ -115,11 +116,12 @@ fn probe_coherent(pm: &Pagemap<CoherentPages>) -> Result {
             c[0] ^= i as u8;
         }
     })?;
-    let ok = page.with_page(0, |b| {
-        b.chunks(8)
-            .enumerate()
-            .all(|(i, c)| c[0] == pattern[0] ^ i as u8 && c[1..] == pattern[1..])
-    })?;
+    let mut back = KVec::from_elem(0u8, PAGE_SIZE, GFP_KERNEL)?;
+    page.read_page(0, &mut back)?;
+    let ok = back
+        .chunks(8)
+        .enumerate()
+        .all(|(i, c)| c[0] == pattern[0] ^ i as u8 && c[1..] == pattern[1..]);
     page.with_page_mut(0, |b| b.fill(0))?;
     if ok {
         Ok(())

@@ -285,7 +285,7 @@ impl VramKind for CoherentPages {
     }
 
     fn read(_pm: &Pagemap<Self>, src: &DeviceFolio<Self>, p: usize, dst: &mut [u8]) -> Result {
-        src.with_page(p, |b| dst.copy_from_slice(b))
+        src.read_page(p, dst)
     }
 }
 

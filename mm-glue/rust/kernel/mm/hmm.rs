@@ -206,7 +206,9 @@ impl<T: MirrorOps> Mirror<T> {
     ///     // The pfns are valid while `f`, which holds the table's lock, lives.
     ///     let f = mirror.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
     ///     let pfn = f.pfn(0).ok_or(EFAULT)?;
-    ///     pfn.with_system_page(|bytes| bytes[0]).ok_or(EFAULT)
+    ///     let mut byte = [0u8; 1];
+    ///     pfn.read_system_page(&mut byte).ok_or(EFAULT)?;
+    ///     Ok(byte[0])
     /// }
     /// ```
     pub fn new<'a>(
@@ -675,7 +677,7 @@ impl<'a, T: MirrorOps> Faulted<'a, T> {
 ///             counts[0] += 1;
 ///         } else if pfn.is_alias() {
 ///             counts[1] += 1; // Another device's memory, reachable peer to peer.
-///         } else if pfn.with_system_page(|_bytes| ()).is_some() {
+///         } else if pfn.is_system_page() {
 ///             counts[2] += 1;
 ///         } else {
 ///             counts[3] += 1; // Not mapped (a snapshot), or an error.
@@ -789,47 +791,59 @@ impl<'a> HmmPfn<'a> {
         unsafe { bindings::is_zero_pfn(pfn) }
     }
 
-    /// Calls `f` with the content of the page this entry maps, if the CPU
-    /// can address it: a system-memory page, or a device-coherent page
-    /// (which is in the kernel's linear map). `None` if it maps none
-    /// (invalid, or another ZONE_DEVICE page, which may have no kernel
-    /// mapping).
-    pub fn with_system_page<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+    /// Whether the entry maps a page the CPU can address: a system-memory
+    /// page, or a device-coherent page (which is in the kernel's linear
+    /// map); not another ZONE_DEVICE page, which may have no kernel mapping.
+    pub fn is_system_page(&self) -> bool {
+        self.system_page().is_some()
+    }
+
+    /// Copies the start of the page this entry maps into `dst` (at most a
+    /// page), if the CPU can address it ([`HmmPfn::is_system_page`]);
+    /// `None` if it cannot or `dst` is larger than a page.
+    ///
+    /// The mirrored process, or a device, may write the page meanwhile:
+    /// the copy is the C `memcpy()`, with no Rust reference to the page,
+    /// and `dst` gets whatever each byte held when it was read, as a
+    /// device read of system memory would.
+    pub fn read_system_page(&self, dst: &mut [u8]) -> Option<()> {
+        if dst.len() > crate::page::PAGE_SIZE {
+            return None;
+        }
         let page = self.system_page()?;
         // SAFETY: A system or device-coherent page, alive while the mirror
         // lock is held (the lifetime of `self`); `kmap_local_page()` maps it.
         let addr = unsafe { bindings::kmap_local_page(page) };
-        // SAFETY: `addr` maps `PAGE_SIZE` bytes.
-        let bytes =
-            unsafe { core::slice::from_raw_parts(addr.cast::<u8>(), crate::page::PAGE_SIZE) };
-        let r = f(bytes);
+        // SAFETY: `addr` maps `PAGE_SIZE` bytes, `dst` is valid for
+        // `dst.len() <= PAGE_SIZE` bytes and cannot overlap a page the
+        // mirrored process maps (it is ours).
+        unsafe { bindings::memcpy(dst.as_mut_ptr().cast(), addr, dst.len()) };
         // SAFETY: Mapped just above.
         unsafe { bindings::kunmap_local(addr) };
-        Some(r)
+        Some(())
     }
 
-    /// Calls `f` to write the page this entry maps, if the CPU can address
-    /// it (as for [`HmmPfn::with_system_page`]); `None` if it maps none or
-    /// the mapping is not writable.
+    /// Copies `src` (at most a page) to the start of the page this entry
+    /// maps, if the CPU can address it and the mapping is writable; `None`
+    /// otherwise or if `src` is larger than a page.
     ///
-    /// Like a device write, this does not mark the page dirty beyond what
-    /// the write fault that made it writable did.
-    pub fn with_system_page_mut<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> Option<R> {
-        if !self.is_writable() {
+    /// As for [`HmmPfn::read_system_page`], others may access the page
+    /// meanwhile. Like a device write, this does not mark the page dirty
+    /// beyond what the write fault that made it writable did.
+    pub fn write_system_page(&self, src: &[u8]) -> Option<()> {
+        if !self.is_writable() || src.len() > crate::page::PAGE_SIZE {
             return None;
         }
         let page = self.system_page()?;
-        // SAFETY: As in `with_system_page`; the page is mapped writable for
+        // SAFETY: As in `read_system_page`; the page is mapped writable for
         // the mirrored process, so writing it is what that process could do.
         let addr = unsafe { bindings::kmap_local_page(page) };
-        // SAFETY: `addr` maps `PAGE_SIZE` bytes; no other reference to them
-        // exists in Rust.
-        let bytes =
-            unsafe { core::slice::from_raw_parts_mut(addr.cast::<u8>(), crate::page::PAGE_SIZE) };
-        let r = f(bytes);
+        // SAFETY: `addr` maps `PAGE_SIZE` bytes, `src` is valid for
+        // `src.len() <= PAGE_SIZE` bytes and is not the page.
+        unsafe { bindings::memcpy(addr, src.as_ptr().cast(), src.len()) };
         // SAFETY: Mapped just above.
         unsafe { bindings::kunmap_local(addr) };
-        Some(r)
+        Some(())
     }
 
     /// The page, if the CPU can address it through the kernel's linear map.
@@ -960,9 +974,7 @@ mod tests {
         let mut req = RangeRequest::new(addr, n, false)?;
         let system_before = {
             let f = own.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
-            f.iter()
-                .filter(|(_, p)| p.with_system_page(|_| ()).is_some())
-                .count()
+            f.iter().filter(|(_, p)| p.is_system_page()).count()
         };
         let seen = |m: &Mirror<Table>| {
             m.lock()

@@ -1133,17 +1133,24 @@ fn with_coherent_page<R>(
 }
 
 impl<T: PagemapOps<Kind = Coherent>> DeviceFolio<T> {
-    /// Calls `f` with the content of page `i` of the folio, read by the CPU
-    /// through the kernel's linear map; `EINVAL` if out of range.
+    /// Copies the start of page `i` of the folio into `dst` (at most a
+    /// page), read by the CPU through the kernel's linear map; `EINVAL` if
+    /// `i` is out of range or `dst` larger than a page.
     ///
     /// The folio may be mapped by processes that write it meanwhile, as
-    /// with a device's read of system memory; while it is collected by a
-    /// migration (locked and unmapped), its content is stable.
-    pub fn with_page<R>(&self, i: usize, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+    /// with a device's read of system memory: the copy is the C `memcpy()`,
+    /// with no Rust reference to the page. While the folio is collected by
+    /// a migration (locked and unmapped), its content is stable.
+    pub fn read_page(&self, i: usize, dst: &mut [u8]) -> Result {
+        if dst.len() > crate::page::PAGE_SIZE {
+            return Err(EINVAL);
+        }
         with_coherent_page(self.as_raw(), i, |addr| {
             // SAFETY: `addr` maps the `PAGE_SIZE` bytes of a page of the
-            // folio, which stays allocated while `self` is borrowed.
-            f(unsafe { core::slice::from_raw_parts(addr, crate::page::PAGE_SIZE) })
+            // folio, which stays allocated while `self` is borrowed; `dst`
+            // is valid for `dst.len() <= PAGE_SIZE` bytes and is not the
+            // page.
+            unsafe { bindings::memcpy(dst.as_mut_ptr().cast(), addr.cast(), dst.len()) };
         })
     }
 }
