@@ -29,9 +29,12 @@
 
 use crate::{
     bindings,
-    error::{to_result, Result},
+    error::{
+        to_result,
+        Result, //
+    },
     fmt,
-    prelude::*,
+    prelude::*, //
 };
 use core::ptr;
 

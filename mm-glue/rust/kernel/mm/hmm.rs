@@ -61,17 +61,39 @@ use crate::ffi::c_ulong;
 use crate::{
     bindings,
     device::Device,
-    error::{to_result, Result},
+    error::{
+        to_result,
+        Result, //
+    },
     mm::{
-        pagemap::{DeviceFolio, Owner, Pagemap, PagemapOps},
-        Mm, MmWithUser, MmapReadGuard,
+        pagemap::{
+            DeviceFolio,
+            Owner,
+            Pagemap,
+            PagemapOps, //
+        },
+        Mm,
+        MmWithUser,
+        MmapReadGuard, //
     },
     prelude::*,
-    sync::{aref::ARef, Mutex, MutexGuard},
-    time::{msecs_to_jiffies, Instant, Monotonic},
-    types::Opaque,
+    sync::{
+        aref::ARef,
+        Mutex,
+        MutexGuard, //
+    },
+    time::{
+        msecs_to_jiffies,
+        Instant,
+        Monotonic, //
+    },
+    types::Opaque, //
 };
-use core::{marker::PhantomData, ops::Range, ptr::NonNull};
+use core::{
+    marker::PhantomData,
+    ops::Range,
+    ptr::NonNull, //
+};
 
 /// How long [`Mirror::fault`] keeps retrying an invalidated fault.
 pub const DEFAULT_TIMEOUT_MS: u32 = bindings::HMM_RANGE_DEFAULT_TIMEOUT;

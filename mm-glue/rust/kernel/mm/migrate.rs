@@ -40,16 +40,28 @@ use crate::{
     bindings,
     mm::{
         pagemap::{
-            DeviceFault, DeviceFolio, DevicePrivateOps, NewFolio, Owner, Pagemap, PagemapOps,
-            MAX_FOLIO_ORDER,
+            DeviceFault,
+            DeviceFolio,
+            DevicePrivateOps,
+            NewFolio,
+            Owner,
+            Pagemap,
+            PagemapOps,
+            MAX_FOLIO_ORDER, //
         },
-        virt::VmaRef,
+        virt::VmaRef, //
     },
     page::PAGE_SIZE,
-    prelude::*,
+    prelude::*, //
 };
-use crate::{error::to_result, ffi::c_ulong};
-use core::{marker::PhantomData, ptr::NonNull};
+use crate::{
+    error::to_result,
+    ffi::c_ulong, //
+};
+use core::{
+    marker::PhantomData,
+    ptr::NonNull, //
+};
 
 const PFN_VALID: c_ulong = bindings::MIGRATE_PFN_VALID as c_ulong;
 const PFN_MIGRATE: c_ulong = bindings::MIGRATE_PFN_MIGRATE as c_ulong;

@@ -29,19 +29,34 @@
 //!
 //! C header: [`include/linux/memremap.h`](srctree/include/linux/memremap.h)
 
-use crate::ffi::{c_int, c_ulong};
+use crate::ffi::{
+    c_int,
+    c_ulong, //
+};
 use crate::{
     bindings,
     bitmap::BitmapVec,
-    error::{Error, Result},
+    error::{
+        Error,
+        Result, //
+    },
     prelude::*,
     sync::{
-        atomic::{Acquire, Atomic, Release},
-        SpinLock,
+        atomic::{
+            Acquire,
+            Atomic,
+            Release, //
+        },
+        SpinLock, //
     },
-    types::Opaque,
+    types::Opaque, //
 };
-use core::{any::TypeId, ffi::c_void, marker::PhantomData, ops::Range};
+use core::{
+    any::TypeId,
+    ffi::c_void,
+    marker::PhantomData,
+    ops::Range, //
+};
 
 /// The owner cookie of device-private pages.
 ///

@@ -55,20 +55,39 @@
 
 use crate::ffi::c_int;
 use crate::{
-    bindings, device,
-    error::{from_err_ptr, Result},
-    fs::{file, File},
-    new_condvar, new_mutex, pci,
+    bindings,
+    device,
+    error::{
+        from_err_ptr,
+        Result, //
+    },
+    fs::{
+        file,
+        File, //
+    },
+    new_condvar,
+    new_mutex,
+    pci,
     prelude::*,
     str::CStr,
     sync::{
         aref::ARef,
-        atomic::{Acquire, Atomic, Relaxed, Release},
-        Arc, CondVar, Mutex,
+        atomic::{
+            Acquire,
+            Atomic,
+            Relaxed,
+            Release, //
+        },
+        Arc,
+        CondVar,
+        Mutex, //
     },
-    ThisModule,
+    ThisModule, //
 };
-use core::{marker::PhantomData, ptr::NonNull};
+use core::{
+    marker::PhantomData,
+    ptr::NonNull, //
+};
 
 /// Exports ranges of one PCI memory BAR as dma-bufs, for as long as the
 /// device is bound; dropping it revokes every buffer it exported.

@@ -16,9 +16,13 @@
 
 use super::Device;
 use crate::{
-    bindings, device,
-    error::{to_result, Result},
-    prelude::*,
+    bindings,
+    device,
+    error::{
+        to_result,
+        Result, //
+    },
+    prelude::*, //
 };
 use core::ptr::NonNull;
 
