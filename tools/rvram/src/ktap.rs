@@ -290,8 +290,10 @@ impl Parser<'_> {
             self.open_nested(indent);
         } else if restarts {
             if self.stack.len() == 1 {
+                // At the root's level, which is below one level of
+                // indentation: the next document's prefix.
                 self.finish_root();
-                self.stack.push(Doc::new(0));
+                self.stack.push(Doc::new(indent));
             } else {
                 self.close_nested();
                 self.open_nested(indent);
@@ -1047,5 +1049,15 @@ not ok 2 - bar.tap
         assert!(!suites[0].ok());
         let skipped = parse("TAP version 14\n1..0 # SKIP no device\n");
         assert!(skipped[0].ok());
+    }
+
+    #[test]
+    fn a_prefixed_document_after_another() {
+        let text = " TAP version 14\n 1..2\n ok 1 - a\n TAP version 14\n 1..1\n ok 1 - b\n";
+        let suites = parse_named(text, "x");
+        assert_eq!(suites.len(), 2);
+        assert!(!suites[0].nested && !suites[0].complete);
+        assert!(!suites[1].nested && suites[1].ok());
+        assert_eq!(suites[1].cases[0].name, "b");
     }
 }
