@@ -154,6 +154,8 @@ impl Gpu {
     /// A new id for an open file, never 0 ([`Owners`]). Ids wrap after
     /// 2^32 opens; a page still in VRAM from a file that long closed could
     /// then be released by the file that reuses its id.
+    ///
+    /// [`Owners`]: crate::vram::Owners
     pub(crate) fn new_file_id(&self) -> u32 {
         loop {
             let id = self.files.fetch_add(1, Relaxed).wrapping_add(1);
@@ -232,4 +234,6 @@ const _: () = assert!(EVICT_CHUNK % PMD_PAGES == 0);
 /// How long unbind retries pages that cannot move out of VRAM (locked by a
 /// migration in flight, or short of system memory) before it gives up on
 /// them ([`retire`]).
+///
+/// [`retire`]: crate::registry::retire
 const EVICT_PATIENCE: Delta = Delta::from_secs(10);

@@ -37,6 +37,8 @@
 //! - [`vram`]: VRAM geometry, which file owns a page, cgroup charges;
 //! - [`dmirror`]: the `lib/test_hmm` ioctl ABI of `/dev/rvramN`;
 //! - [`bo`]: VRAM buffer objects exported as dma-bufs.
+//!
+//! [`Pagemap`]: kernel::mm::pagemap::Pagemap
 
 use kernel::{
     pci,
