@@ -72,6 +72,9 @@ tap_bounded() {
 	wait "$pid"
 }
 
+# tap_done: the plan, and the suite's status. A suite that checked nothing
+# prints 1..0, which `rvram report` fails (nothing ran): a suite with
+# nothing to test says so with tap_skip.
 tap_done() {
 	echo "1..$_tap_n"
 	[ $_tap_fail = 0 ]
