@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
+use super::ops::{background_u64, read_u64};
+use super::window::vram_verdict;
 use super::*;
 use crate::report::exit_code;
 
