@@ -26,7 +26,8 @@ fi
 # include changed. By content, not time: a binary built from another
 # version of the source (a checkout of another commit) can be newer than
 # the source it is compared with.
-headers=("$RVRAM_TOP/tests/vm/src/dmirror.h" "$RVRAM_TOP/tests/odp-dma/odp_dma_uapi.h"
+headers=("$RVRAM_TOP/tests/vm/src/dmirror.h" "$RVRAM_TOP/tests/vm/src/rvram-bo.h"
+	"$RVRAM_TOP/tests/odp-dma/odp_dma_uapi.h"
 	"$RVRAM_TOP/drivers/rvram/include/uapi/misc/rvram.h")
 # They go to this checkout's target/: another checkout (a clean clone's CI
 # run, a worktree) builds its own versions at the same time.

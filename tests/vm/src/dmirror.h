@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 struct hmm_dmirror_cmd {
@@ -143,6 +144,41 @@ static inline long rvram_stat(const char *dev, const char *name)
 			v = strtol(line + len + 1, NULL, 10);
 	fclose(f);
 	return v;
+}
+
+/* The number in the file at PATH (debugfs, cgroup or sysfs), or -1. */
+static inline long long read_number(const char *path)
+{
+	long long v = -1;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+/* A private anonymous read-write mapping of LEN bytes; exits 2 without one. */
+static inline void *map_anon(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED) {
+		fprintf(stderr, "mmap of %zu bytes: %s\n", len, strerror(errno));
+		exit(2);
+	}
+	return p;
+}
+
+/* The VRAM size in bytes of /dev/rvramN from its debugfs, or -1. */
+static inline long long rvram_vram_size(int n)
+{
+	char path[96];
+
+	snprintf(path, sizeof(path), "/sys/kernel/debug/rvram/rvram%d/vram_size", n);
+	return read_number(path);
 }
 
 #endif

@@ -59,17 +59,6 @@ static size_t mismatches(const unsigned char *p, size_t len, unsigned int seed)
 	return bad;
 }
 
-static void *anon(size_t len)
-{
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	if (p == MAP_FAILED) {
-		perror("rvram-abuse: mmap");
-		exit(2);
-	}
-	return p;
-}
-
 static int open_dev(void)
 {
 	int fd = open(dev, O_RDWR | O_CLOEXEC);
@@ -98,7 +87,7 @@ static long resident(int fd, void *buf, size_t npages)
 static unsigned char *vram_buffer(int fd, unsigned int seed)
 {
 	static unsigned char bounce[SIZE];
-	unsigned char *p = anon(SIZE);
+	unsigned char *p = map_anon(SIZE);
 
 	fill(p, SIZE, seed);
 	if (dmirror(fd, HMM_DMIRROR_MIGRATE_TO_DEV, p, bounce, NPAGES))
@@ -215,7 +204,7 @@ static void check_opener(const char *who, int fd, const int err[T_N], unsigned c
 static void forked_child(void)
 {
 	int fd = open_dev(), status = 0;
-	unsigned char *sys = anon(SIZE), *dev_buf = vram_buffer(fd, 4);
+	unsigned char *sys = map_anon(SIZE), *dev_buf = vram_buffer(fd, 4);
 	int *err = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	pid_t pid;
 
@@ -266,7 +255,7 @@ static int receiver(int sock, uintptr_t addr)
 static void passed_fd(const char *self)
 {
 	int fd = open_dev(), sv[2], status = 0, err[T_N];
-	unsigned char *sys = anon(SIZE), *dev_buf = vram_buffer(fd, 4);
+	unsigned char *sys = map_anon(SIZE), *dev_buf = vram_buffer(fd, 4);
 	char c = 'x', sock[16], addr[32];
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
@@ -315,19 +304,11 @@ static void passed_fd(const char *self)
 static long long memcg_current(const char *memcg)
 {
 	char path[256];
-	long long v = -1;
-	FILE *f;
 
 	if (!memcg)
 		return -1;
 	snprintf(path, sizeof(path), "%s/memory.current", memcg);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%lld", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
+	return read_number(path);
 }
 
 static int mmap_errno(int fd, size_t len)

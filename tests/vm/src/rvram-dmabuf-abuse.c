@@ -27,8 +27,8 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "../../../drivers/rvram/include/uapi/misc/rvram.h"
 #include "dmirror.h"
+#include "rvram-bo.h"
 
 #define BO_PAGES 8UL
 #define BO_SIZE (BO_PAGES * PAGE)
@@ -50,11 +50,7 @@ static int open_gpu(void)
 /* A dma-buf of size bytes of VRAM, or -errno. */
 static int alloc_bo(uint64_t size)
 {
-	struct rvram_alloc_dmabuf a = { .size = size, .fd = -1 };
-
-	if (ioctl(gpu, RVRAM_IOCTL_ALLOC_DMABUF, &a))
-		return -errno;
-	return a.fd;
+	return rvram_alloc_bo(gpu, size, 0);
 }
 
 /* mmap() of the dma-buf: the address, or NULL with errno set. */

@@ -24,9 +24,9 @@
 #include <signal.h>
 #include <sys/mman.h>
 
-#include "../../../drivers/rvram/include/uapi/misc/rvram.h"
 #include "../../odp-dma/odp_dma_uapi.h"
 #include "dmirror.h"
+#include "rvram-bo.h"
 
 #define BO_PAGES 16UL
 
@@ -44,18 +44,7 @@ static long long stat_of(const char *key)
 
 static long long vram_size(void)
 {
-	char path[96];
-	long long v = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/sys/kernel/debug/rvram/rvram%d/vram_size", owner);
-	f = fopen(path, "r");
-	if (f) {
-		if (fscanf(f, "%lld", &v) != 1)
-			v = -1;
-		fclose(f);
-	}
-	return v;
+	return rvram_vram_size(owner);
 }
 
 static int open_gpu(void)
@@ -70,11 +59,7 @@ static int open_gpu(void)
 /* A dma-buf of size bytes of VRAM, or -errno. */
 static int alloc_bo(uint64_t size, uint32_t flags)
 {
-	struct rvram_alloc_dmabuf a = { .size = size, .flags = flags, .fd = -1 };
-
-	if (ioctl(gpu, RVRAM_IOCTL_ALLOC_DMABUF, &a))
-		return -errno;
-	return a.fd;
+	return rvram_alloc_bo(gpu, size, flags);
 }
 
 static int reg(int dev, int fd, uint64_t offset, uint64_t len, int writable,

@@ -18,8 +18,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "../../../drivers/rvram/include/uapi/misc/rvram.h"
 #include "dmirror.h"
+#include "rvram-bo.h"
 
 #define MIB (1ULL << 20)
 /* keyed(): the key is absent, or its value is "max". */
@@ -39,11 +39,7 @@ static int open_gpu(void)
 /* A dma-buf of size bytes of VRAM, or -errno. */
 static int alloc_bo(uint64_t size)
 {
-	struct rvram_alloc_dmabuf a = { .size = size, .fd = -1 };
-
-	if (ioctl(gpu, RVRAM_IOCTL_ALLOC_DMABUF, &a))
-		return -errno;
-	return a.fd;
+	return rvram_alloc_bo(gpu, size, 0);
 }
 
 /*
@@ -101,18 +97,7 @@ static int move_to(const char *dir)
 
 static long long vram_size(void)
 {
-	char path[96];
-	long long v = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/sys/kernel/debug/rvram/rvram%d/vram_size", owner);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%lld", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
+	return rvram_vram_size(owner);
 }
 
 /* Requests over the limit: ENOSPC every time, and nothing else changes. */

@@ -96,17 +96,6 @@
 static const char *dev, *peer, *nic;
 static uint64_t seed;
 
-static void *map_anon(size_t len)
-{
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	if (p == MAP_FAILED) {
-		perror("rvram-stress: mmap");
-		exit(2);
-	}
-	return p;
-}
-
 /* `len` bytes at a `align`-aligned address, the rest of the reservation unmapped. */
 static char *map_aligned(size_t len, size_t align)
 {
