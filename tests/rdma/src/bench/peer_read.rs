@@ -49,57 +49,39 @@ impl Measurement for PeerRead {
         let (owner, reader) = &self.gpus;
         let mut why = Vec::new();
         let resident = self.resident_after as i64;
-        if self.alias() {
-            expect_eq(
-                &mut why,
-                &format!("{owner} pages_to_ram"),
-                self.owner.pages_to_ram,
-                0,
-            );
-            if self.owner.alias_grants <= 0 {
-                why.push(format!(
-                    "{owner} alias_grants {:+}, want an increase",
-                    self.owner.alias_grants
-                ));
-            }
-            expect_eq(
-                &mut why,
-                &format!("{reader} alias_accesses"),
-                self.reader.alias_accesses,
-                n,
-            );
-            expect_eq(
-                &mut why,
-                &format!("pages in {owner}'s VRAM after the read:"),
-                resident,
-                n,
-            );
-        } else {
-            expect_eq(
-                &mut why,
-                &format!("{owner} pages_to_ram"),
-                self.owner.pages_to_ram,
-                n,
-            );
+        // Pages moved to RAM, and pages read through an alias.
+        let (moved, aliased) = if self.alias() { (0, n) } else { (n, 0) };
+        expect_eq(
+            &mut why,
+            &format!("{owner} pages_to_ram"),
+            self.owner.pages_to_ram,
+            moved,
+        );
+        if self.alias() && self.owner.alias_grants <= 0 {
+            why.push(format!(
+                "{owner} alias_grants {:+}, want an increase",
+                self.owner.alias_grants
+            ));
+        } else if !self.alias() {
             expect_eq(
                 &mut why,
                 &format!("{owner} alias_grants"),
                 self.owner.alias_grants,
                 0,
             );
-            expect_eq(
-                &mut why,
-                &format!("{reader} alias_accesses"),
-                self.reader.alias_accesses,
-                0,
-            );
-            expect_eq(
-                &mut why,
-                &format!("pages in {owner}'s VRAM after the read:"),
-                resident,
-                0,
-            );
         }
+        expect_eq(
+            &mut why,
+            &format!("{reader} alias_accesses"),
+            self.reader.alias_accesses,
+            aliased,
+        );
+        expect_eq(
+            &mut why,
+            &format!("pages in {owner}'s VRAM after the read:"),
+            resident,
+            aliased,
+        );
         why
     }
 
