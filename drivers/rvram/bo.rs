@@ -80,7 +80,7 @@ impl Drop for Bo {
         if let Some(r) = self.vram.take() {
             // Only device-private VRAM has buffer objects.
             if let Vram::Private(pm) = &self.gpu.vram {
-                pm.data().stats.dmabufs_freed.fetch_add(1, Relaxed);
+                pm.data().books.stats.dmabufs_freed.fetch_add(1, Relaxed);
                 pm.unreserve(r);
             }
         }
@@ -122,7 +122,7 @@ pub(crate) fn alloc_dmabuf(gpu: &Arc<Gpu>, arg: usize) -> Result<isize> {
         // Charged before VRAM is set aside, uncharged if this fails.
         let charge = gpu.dmem.lock().as_ref().ok_or(ENODEV)?.try_charge(size)?;
         let r = pm.reserve(nr).inspect_err(|_| {
-            pm.data().stats.alloc_fail.fetch_add(1, Relaxed);
+            pm.data().books.stats.alloc_fail.fetch_add(1, Relaxed);
         })?;
         let index = r.index();
         let bo = Bo {
@@ -138,7 +138,7 @@ pub(crate) fn alloc_dmabuf(gpu: &Arc<Gpu>, arg: usize) -> Result<isize> {
         }
         let offset = u64::try_from(index * PAGE_SIZE)?;
         let buf = exports.export(offset, nr * PAGE_SIZE, bo)?;
-        pm.data().stats.dmabufs.fetch_add(1, Relaxed);
+        pm.data().books.stats.dmabufs.fetch_add(1, Relaxed);
         buf
     };
     req.fd = i32::try_from(fd.reserved_fd())?;

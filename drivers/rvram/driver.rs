@@ -10,6 +10,7 @@ use crate::{
         Vram, //
     },
     pages::{
+        Books,
         CoherentPages,
         PrivatePages, //
     },
@@ -19,15 +20,8 @@ use crate::{
         NAMES,
         REGISTRY, //
     },
-    stats::{
-        self,
-        Stats, //
-    },
-    vram::{
-        Charges,
-        Owners,
-        VramLayout, //
-    },
+    stats,
+    vram::VramLayout,
 };
 use kernel::{
     cgroup::dmem,
@@ -181,9 +175,7 @@ impl RvramDriver {
                 Ok::<_, Error>(PrivatePages {
                     vram: vram.into_devres()?,
                     p2p_pfn: p2p.pfn(),
-                    stats: Stats::new(),
-                    owners: Owners::new(layout.pages())?,
-                    charges: Charges::new()?,
+                    books: Books::new(layout.pages())?,
                 }),
             ),
             GFP_KERNEL,
@@ -233,9 +225,7 @@ impl pci::Driver for RvramDriver {
                         VRAM_BAR,
                         None,
                         Ok::<_, Error>(CoherentPages {
-                            stats: Stats::new(),
-                            owners: Owners::new(layout.pages())?,
-                            charges: Charges::new()?,
+                            books: Books::new(layout.pages())?,
                         }),
                     ),
                     GFP_KERNEL,

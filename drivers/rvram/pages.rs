@@ -51,14 +51,39 @@ use kernel::{
     },
 };
 
+/// What rvram keeps of a GPU's VRAM pages, whatever their kind.
+pub(crate) struct Books {
+    /// The GPU's event counters.
+    pub(crate) stats: Stats,
+    /// Which file moved each page in.
+    pub(crate) owners: Owners,
+    /// The dmem cgroup charges of the pages migrated in.
+    pub(crate) charges: Charges,
+}
+
+impl Books {
+    /// The books of `pages` VRAM pages, none of them in use.
+    pub(crate) fn new(pages: usize) -> Result<Self> {
+        Ok(Self {
+            stats: Stats::new(),
+            owners: Owners::new(pages)?,
+            charges: Charges::new()?,
+        })
+    }
+
+    /// `folio` is free again: it has no owner and no charge.
+    fn free<T: PagemapOps>(&self, folio: &DeviceFolio<T>) {
+        self.owners.set(folio.index(), folio.nr_pages(), 0);
+        self.charges.release(folio.index(), folio.nr_pages());
+    }
+}
+
 /// The owner side of rvram's device-private pages: VRAM access and counters.
 pub(crate) struct PrivatePages {
     pub(crate) vram: pci::DevresBar,
     /// VRAM page `i` is P2PDMA page `p2p_pfn + i` (see [`Rvram::p2p`]).
     pub(crate) p2p_pfn: usize,
-    pub(crate) stats: Stats,
-    pub(crate) owners: Owners,
-    pub(crate) charges: Charges,
+    pub(crate) books: Books,
 }
 
 impl PrivatePages {
@@ -108,8 +133,7 @@ impl PagemapOps for PrivatePages {
     type Kind = Private;
 
     fn folio_free(pm: &Pagemap<Self>, folio: &DeviceFolio<Self>) {
-        pm.data().owners.set(folio.index(), folio.nr_pages(), 0);
-        pm.data().charges.release(folio.index(), folio.nr_pages());
+        pm.data().books.free(folio);
     }
 }
 
@@ -118,7 +142,7 @@ impl DevicePrivateOps for PrivatePages {
         let data = pm.data();
         let pfn = vram::alias_pfn(data.p2p_pfn, pm.nr_pages(), folio.index(), folio.nr_pages())?;
         // One grant per page-table entry HMM resolves: a page, or a PMD.
-        data.stats.alias_grants.fetch_add(1, Relaxed);
+        data.books.stats.alias_grants.fetch_add(1, Relaxed);
         Ok(pfn)
     }
 
@@ -128,10 +152,10 @@ impl DevicePrivateOps for PrivatePages {
     ) -> core::result::Result<(), FaultError> {
         let data = pm.data();
         let start = Instant::<Monotonic>::now();
-        data.stats.cpu_faults.fetch_add(1, Relaxed);
+        data.books.stats.cpu_faults.fetch_add(1, Relaxed);
         let r = Self::fault_to_ram(pm, fault);
         let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(0);
-        data.stats.fault_ns.fetch_add(ns, Relaxed);
+        data.books.stats.fault_ns.fetch_add(ns, Relaxed);
         r
     }
 }
@@ -150,7 +174,7 @@ impl PrivatePages {
                 _ => continue,
             };
             let mut new = NewSystemFolio::alloc(order).map_err(|_| {
-                data.stats.alloc_fail.fetch_add(1, Relaxed);
+                data.books.stats.alloc_fail.fetch_add(1, Relaxed);
                 FaultError::Oom
             })?;
             data.read_pages(index, &mut new)
@@ -158,10 +182,9 @@ impl PrivatePages {
             mig.set_system(i, new).map_err(|_| FaultError::SigBus)?;
         }
         let moved = mig.migrate();
-        data.stats.to_sys.fetch_add(moved.count() as u64, Relaxed);
-        data.stats
-            .pages_to_ram
-            .fetch_add(moved.pages() as u64, Relaxed);
+        let stats = &data.books.stats;
+        stats.to_sys.fetch_add(moved.count() as u64, Relaxed);
+        stats.pages_to_ram.fetch_add(moved.pages() as u64, Relaxed);
         Ok(())
     }
 }
@@ -169,17 +192,14 @@ impl PrivatePages {
 /// The owner side of rvram's device-coherent pages: the CPU reaches them
 /// through the kernel's linear map, so only counters are left.
 pub(crate) struct CoherentPages {
-    pub(crate) stats: Stats,
-    pub(crate) owners: Owners,
-    pub(crate) charges: Charges,
+    pub(crate) books: Books,
 }
 
 impl PagemapOps for CoherentPages {
     type Kind = Coherent;
 
     fn folio_free(pm: &Pagemap<Self>, folio: &DeviceFolio<Self>) {
-        pm.data().owners.set(folio.index(), folio.nr_pages(), 0);
-        pm.data().charges.release(folio.index(), folio.nr_pages());
+        pm.data().books.free(folio);
     }
 }
 
@@ -189,14 +209,23 @@ pub(crate) trait VramKind: PagemapOps {
     /// The device pages of this kind a migration to system memory collects.
     const SELECT: Select;
 
+    /// The GPU's books of its VRAM pages.
+    fn books(&self) -> &Books;
+
     /// The GPU's event counters.
-    fn stats(&self) -> &Stats;
+    fn stats(&self) -> &Stats {
+        &self.books().stats
+    }
 
     /// Which file moved each page in.
-    fn owners(&self) -> &Owners;
+    fn owners(&self) -> &Owners {
+        &self.books().owners
+    }
 
     /// The dmem cgroup charges of the pages migrated in.
-    fn charges(&self) -> &Charges;
+    fn charges(&self) -> &Charges {
+        &self.books().charges
+    }
 
     /// Fills page `p` of `dst`, a new VRAM folio, with `src` (one page), or
     /// with zeroes for `None`.
@@ -222,16 +251,8 @@ pub(crate) trait VramKind: PagemapOps {
 impl VramKind for PrivatePages {
     const SELECT: Select = Select::DEVICE_PRIVATE;
 
-    fn stats(&self) -> &Stats {
-        &self.stats
-    }
-
-    fn owners(&self) -> &Owners {
-        &self.owners
-    }
-
-    fn charges(&self) -> &Charges {
-        &self.charges
+    fn books(&self) -> &Books {
+        &self.books
     }
 
     fn fill(
@@ -260,16 +281,8 @@ impl VramKind for PrivatePages {
 impl VramKind for CoherentPages {
     const SELECT: Select = Select::DEVICE_COHERENT;
 
-    fn stats(&self) -> &Stats {
-        &self.stats
-    }
-
-    fn owners(&self) -> &Owners {
-        &self.owners
-    }
-
-    fn charges(&self) -> &Charges {
-        &self.charges
+    fn books(&self) -> &Books {
+        &self.books
     }
 
     fn fill(
