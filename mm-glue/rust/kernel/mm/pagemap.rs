@@ -543,6 +543,11 @@ fn first_fit(bits: &BitmapVec, end: usize, from: usize, n: usize) -> Option<usiz
 fn first_run(bits: &BitmapVec, end: usize, from: usize, n: usize) -> Option<usize> {
     let mut base = from;
     loop {
+        // `next_zero_bit()` wants a start inside the bitmap: `from` is the
+        // end when every page is used.
+        if base >= end {
+            return None;
+        }
         let free = bits.next_zero_bit(base)?;
         if free.checked_add(n)? > end {
             return None;
@@ -1458,6 +1463,10 @@ mod tests {
         drop((b, c, z));
         let all = pm.reserve(n)?;
         assert_eq!((all.index(), pm.nr_used()), (0, 0));
+        // Nothing is left, and asking again is an error, not a search
+        // past the end of the bitmap.
+        assert_eq!(pm.reserve(1).err(), Some(ENOMEM));
+        assert_eq!(pm.alloc_folio(0).err(), Some(ENOMEM));
         pm.unreserve(all);
         let other = new_pm(PMD)?;
         let r = other.reserve(1)?;
