@@ -489,7 +489,7 @@ impl DmirrorFile {
                     // Mapped before the page is unlocked: the CPU's access,
                     // which needs the page lock, finds the entry to drop.
                     self.mirror.lock().atomic.insert(node);
-                    page.with_page(|b| dst.copy_from_slice(b));
+                    page.read(dst)?;
                 }
             }
             // Not under the mmap lock: the copy may fault on user memory.

@@ -362,7 +362,9 @@ impl<T: MirrorOps> Mirror<T> {
     ///     let page = mirror.make_exclusive(&guard, addr)?;
     ///     // Still locked: the CPU cannot take the page back before this.
     ///     record(&mut mirror.lock(), addr)?;
-    ///     Ok(page.with_page(|bytes| bytes[0]))
+    ///     let mut first = [0u8];
+    ///     page.read(&mut first)?;
+    ///     Ok(first[0])
     /// }
     /// ```
     pub fn make_exclusive<'g>(
@@ -458,18 +460,27 @@ pub struct ExclusivePage<'g> {
 }
 
 impl ExclusivePage<'_> {
-    /// Calls `f` with the content of the page.
-    pub fn with_page<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+    /// Copies the start of the page into `dst` (at most a page); `EINVAL`
+    /// if `dst` is larger than a page.
+    ///
+    /// No CPU mapping of the page is left, but others may still write it:
+    /// `make_device_exclusive()` does not refuse a page pinned before, by
+    /// `O_DIRECT` or a device, for example. The copy is the C `memcpy()`,
+    /// with no Rust reference to the page, and `dst` gets whatever each
+    /// byte held when it was read.
+    pub fn read(&self, dst: &mut [u8]) -> Result {
+        if dst.len() > crate::page::PAGE_SIZE {
+            return Err(EINVAL);
+        }
         // SAFETY: A system page, alive and locked (type invariant);
         // `kmap_local_page()` maps it.
         let addr = unsafe { bindings::kmap_local_page(self.page.as_ptr()) };
-        // SAFETY: `addr` maps `PAGE_SIZE` bytes.
-        let bytes =
-            unsafe { core::slice::from_raw_parts(addr.cast::<u8>(), crate::page::PAGE_SIZE) };
-        let r = f(bytes);
+        // SAFETY: `addr` maps `PAGE_SIZE` bytes, `dst` is valid for
+        // `dst.len() <= PAGE_SIZE` bytes and is not the page.
+        unsafe { bindings::memcpy(dst.as_mut_ptr().cast(), addr, dst.len()) };
         // SAFETY: Mapped just above.
         unsafe { bindings::kunmap_local(addr) };
-        r
+        Ok(())
     }
 }
 
@@ -1069,7 +1080,9 @@ mod tests {
             let page = m.make_exclusive(&guard, addr)?;
             // Taking the page invalidated the mirror (null owner).
             let after_take = seen(&m, addr);
-            (page.with_page(|b| b[..] == data[..PAGE_SIZE]), after_take)
+            let mut content = KVec::from_elem(0u8, PAGE_SIZE, GFP_KERNEL)?;
+            page.read(&mut content)?;
+            (content[..] == data[..PAGE_SIZE], after_take)
         };
         let before_cpu = seen(&m, addr);
         // The CPU's access restores its mapping and invalidates the mirror.
