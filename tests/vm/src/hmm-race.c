@@ -303,108 +303,115 @@ static int map_thp(char *p)
 	return 0;
 }
 
-static void *chaos_thread(void *arg)
+/*
+ * A chaos thread's region: `pages` pages at `base`, its RNG salt, its
+ * operation (`op` picks one of six on `n` pages at `p`, or on the whole
+ * region) and its count of operations.
+ */
+struct chaos {
+	const char *name;
+	char **base;
+	size_t pages;
+	uint64_t salt;
+	void (*op)(uint64_t *s, int fd, struct hmm_dmirror_cmd *c, char *p, size_t n);
+	atomic_ulong *ops;
+};
+
+/*
+ * The small region's operations: zap, write-protect and restore, map
+ * fresh anonymous pages over, write, migrate all of it to the device,
+ * ask for THP.
+ */
+static void chaos_op(uint64_t *s, int fd, struct hmm_dmirror_cmd *c, char *p, size_t n)
 {
-	uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 101;
-	char *tmp = malloc(RACE_PAGES * PAGE);
-	int fd = open(dev, O_RDWR);
-
-	(void)arg;
-	if (fd < 0 || !tmp) {
-		perror("hmm-race: chaos thread");
-		atomic_fetch_add(&data_errs, 1);
-		return NULL;
+	switch (below(s, 6)) {
+	case 0:
+		madvise(p, n * PAGE, MADV_DONTNEED);
+		break;
+	case 1:
+		mprotect(p, n * PAGE, PROT_READ);
+		mprotect(p, n * PAGE, PROT_READ | PROT_WRITE);
+		break;
+	case 2:
+		if (mmap(p, n * PAGE, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+			atomic_fetch_add(&data_errs, 1);
+		break;
+	case 3:
+		memset(p, (int)below(s, 256), n * PAGE);
+		break;
+	case 4:
+		ioctl(fd, HMM_DMIRROR_MIGRATE_TO_DEV, c);
+		break;
+	default:
+		madvise(race, RACE_PAGES * PAGE, MADV_HUGEPAGE);
+		break;
 	}
-	while (!atomic_load(&stop)) {
-		uint64_t first = below(&s, RACE_PAGES);
-		size_t n = 1 + below(&s, RACE_PAGES - first);
-		char *p = race + first * PAGE;
-		struct hmm_dmirror_cmd c = {
-			.addr = (uintptr_t)race, .ptr = (uintptr_t)tmp, .npages = RACE_PAGES,
-		};
-		struct timespec ts = { 0, (long)below(&s, 2000000) };
-
-		switch (below(&s, 6)) {
-		case 0:
-			madvise(p, n * PAGE, MADV_DONTNEED);
-			break;
-		case 1:
-			mprotect(p, n * PAGE, PROT_READ);
-			mprotect(p, n * PAGE, PROT_READ | PROT_WRITE);
-			break;
-		case 2:
-			if (mmap(p, n * PAGE, PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
-				atomic_fetch_add(&data_errs, 1);
-			break;
-		case 3:
-			memset(p, (int)below(&s, 256), n * PAGE);
-			break;
-		case 4:
-			ioctl(fd, HMM_DMIRROR_MIGRATE_TO_DEV, &c);
-			break;
-		default:
-			madvise(race, RACE_PAGES * PAGE, MADV_HUGEPAGE);
-			break;
-		}
-		atomic_fetch_add(&chaos_ops, 1);
-		nanosleep(&ts, NULL);
-	}
-	close(fd);
-	free(tmp);
-	return NULL;
 }
 
 /*
- * The huge region's chaos, every 0-2 ms: splits its PMD (a zap or a
- * write-protect of a piece), faults all of it in (a THP, or a huge device
- * page migrated back), migrates all of it to the device, maps a fresh THP
- * region over it or collapses it again.
+ * The huge region's operations: splits its PMD (a zap or a write-protect
+ * of a piece), faults all of it in (a THP, or a huge device page migrated
+ * back), migrates all of it to the device, maps a fresh THP region over it
+ * or collapses it again.
  */
-static void *huge_chaos_thread(void *arg)
+static void huge_chaos_op(uint64_t *s, int fd, struct hmm_dmirror_cmd *c, char *p, size_t n)
 {
-	uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 505;
-	char *tmp = malloc(HUGE_SIZE);
+	switch (below(s, 6)) {
+	case 0:
+		madvise(p, n * PAGE, MADV_DONTNEED);
+		break;
+	case 1:
+		mprotect(p, n * PAGE, PROT_READ);
+		mprotect(p, n * PAGE, PROT_READ | PROT_WRITE);
+		break;
+	case 2:
+		memset(huge, (int)below(s, 256), HUGE_SIZE);
+		break;
+	case 3:
+		ioctl(fd, HMM_DMIRROR_MIGRATE_TO_DEV, c);
+		break;
+	case 4:
+		if (map_thp(huge))
+			atomic_fetch_add(&data_errs, 1);
+		break;
+	default:
+		madvise(huge, HUGE_SIZE, MADV_COLLAPSE);
+		break;
+	}
+}
+
+static struct chaos small_chaos = {
+	"chaos thread", &race, RACE_PAGES, 101, chaos_op, &chaos_ops,
+};
+static struct chaos big_chaos = {
+	"huge chaos thread", &huge, HUGE_PAGES, 505, huge_chaos_op, &huge_chaos_ops,
+};
+
+/* A region's chaos: one of its operations on a random piece every 0-2 ms. */
+static void *chaos_thread(void *arg)
+{
+	struct chaos *ch = arg;
+	uint64_t s = seed * 0x9e3779b97f4a7c15ULL + ch->salt;
+	char *tmp = malloc(ch->pages * PAGE);
 	int fd = open(dev, O_RDWR);
 
-	(void)arg;
 	if (fd < 0 || !tmp) {
-		perror("hmm-race: huge chaos thread");
+		fprintf(stderr, "hmm-race: %s: %s\n", ch->name, strerror(errno));
 		atomic_fetch_add(&data_errs, 1);
 		return NULL;
 	}
 	while (!atomic_load(&stop)) {
-		uint64_t first = below(&s, HUGE_PAGES);
-		size_t n = 1 + below(&s, HUGE_PAGES - first);
-		char *p = huge + first * PAGE;
+		char *base = *ch->base;
+		uint64_t first = below(&s, ch->pages);
+		size_t n = 1 + below(&s, ch->pages - first);
 		struct hmm_dmirror_cmd c = {
-			.addr = (uintptr_t)huge, .ptr = (uintptr_t)tmp, .npages = HUGE_PAGES,
+			.addr = (uintptr_t)base, .ptr = (uintptr_t)tmp, .npages = ch->pages,
 		};
 		struct timespec ts = { 0, (long)below(&s, 2000000) };
 
-		switch (below(&s, 6)) {
-		case 0:
-			madvise(p, n * PAGE, MADV_DONTNEED);
-			break;
-		case 1:
-			mprotect(p, n * PAGE, PROT_READ);
-			mprotect(p, n * PAGE, PROT_READ | PROT_WRITE);
-			break;
-		case 2:
-			memset(huge, (int)below(&s, 256), HUGE_SIZE);
-			break;
-		case 3:
-			ioctl(fd, HMM_DMIRROR_MIGRATE_TO_DEV, &c);
-			break;
-		case 4:
-			if (map_thp(huge))
-				atomic_fetch_add(&data_errs, 1);
-			break;
-		default:
-			madvise(huge, HUGE_SIZE, MADV_COLLAPSE);
-			break;
-		}
-		atomic_fetch_add(&huge_chaos_ops, 1);
+		ch->op(&s, fd, &c, base + first * PAGE, n);
+		atomic_fetch_add(ch->ops, 1);
 		nanosleep(&ts, NULL);
 	}
 	close(fd);
@@ -916,8 +923,8 @@ int main(int argc, char **argv)
 
 	for (i = 0; i < IOCTL_THREADS; i++)
 		pthread_create(&th[i], NULL, ioctl_thread, (void *)(uintptr_t)i);
-	pthread_create(&th[i++], NULL, chaos_thread, NULL);
-	pthread_create(&th[i++], NULL, huge_chaos_thread, NULL);
+	pthread_create(&th[i++], NULL, chaos_thread, &small_chaos);
+	pthread_create(&th[i++], NULL, chaos_thread, &big_chaos);
 	pthread_create(&th[i++], NULL, data_thread, NULL);
 	pthread_create(&th[i++], NULL, thp_thread, NULL);
 	pthread_create(&th[i++], NULL, thp_reader, NULL);
