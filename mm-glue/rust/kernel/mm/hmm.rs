@@ -904,7 +904,13 @@ impl<'a> HmmPfn<'a> {
 #[kunit_tests(rust_kernel_mm_hmm)]
 mod tests {
     use super::*;
-    use crate::mm::migrate::testing::{evict_all, read_user, to_device, user_pages, Backing};
+    use crate::mm::migrate::testing::{
+        evict_all,
+        read_user,
+        to_device,
+        user_pages,
+        Backing, //
+    };
     use crate::page::PAGE_SIZE;
 
     #[derive(Default)]

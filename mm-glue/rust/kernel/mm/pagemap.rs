@@ -1292,7 +1292,10 @@ impl<T: DevicePrivateOps> DeviceFault<'_, T> {
 #[kunit_tests(rust_kernel_mm_pagemap)]
 mod tests {
     use super::*;
-    use crate::sync::atomic::{Atomic, Relaxed};
+    use crate::sync::atomic::{
+        Atomic,
+        Relaxed, //
+    };
 
     struct Counting {
         freed: Atomic<usize>,
