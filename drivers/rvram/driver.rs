@@ -248,10 +248,9 @@ impl pci::Driver for RvramDriver {
             let p2p_pfn = p2p.as_ref().map(|p| p.pfn() as u64);
             let exports = exporter.as_ref().map(|e| e.handle());
             // "rvram/0000:00:05.0/vram" in the dmem cgroup files, as DRM
-            // names its regions "drm/<device>/<region>".
-            let region = if coherent {
-                None
-            } else {
+            // names its regions "drm/<device>/<region>": VRAM of either kind,
+            // which migrations into it (and buffer objects) are charged to.
+            let region = {
                 let dev: &device::Device<Bound> = pdev.as_ref();
                 Some(dmem::Region::register(
                     layout.size(),

@@ -118,8 +118,8 @@ pub(crate) struct Gpu {
     /// Exports VRAM buffer objects (`ENODEV` once unbound); device-private
     /// VRAM only.
     pub(crate) exports: Option<pci::ExportHandle>,
-    /// VRAM as a dmem cgroup region, which buffer objects are charged to;
-    /// device-private VRAM only, `None` once unbound.
+    /// VRAM as a dmem cgroup region, which buffer objects and the pages
+    /// migrated into VRAM are charged to; `None` once unbound.
     #[pin]
     pub(crate) dmem: Mutex<Option<dmem::Region>>,
     /// Serialises migrations into VRAM and buffer exports against unbind.

@@ -3,7 +3,8 @@
 # Device-coherent VRAM: rvram2 and rvram3 bind as device-coherent memory
 # (coherent=0xc) next to device-private rvram0 and rvram1; the BAR itself
 # is the pagemap; CPU and device share the pages without migrating them;
-# a rebind while a file still holds the old pagemap fails cleanly.
+# pages migrated into it are charged to the dmem cgroup controller; a
+# rebind while a file still holds the old pagemap fails cleanly.
 # Environment: RVRAM_TOP, RVRAM_GUEST_BIN, RVRAM_GPUS (4).
 set -u
 . "$(dirname "$0")/tap.sh"
@@ -52,6 +53,20 @@ rc=$?
 tap_relay "rvram2: " "$out"
 # A crash after its last point, or before its first, shows only here.
 tap_eq "rvram-coherent exited cleanly" 0 "$rc"
+
+# Device-coherent VRAM is a dmem cgroup region too: pages migrated into
+# it count against dmem.max (src/rvram-dmem.c, its coherent cases).
+cg=/sys/fs/cgroup
+mountpoint -q $cg || mount -t cgroup2 none $cg 2> /dev/null
+grep -qw dmem $cg/cgroup.subtree_control ||
+	echo +dmem > $cg/cgroup.subtree_control 2> /dev/null
+tap_check "dmem enabled in the root's cgroup.subtree_control" \
+	grep -qw dmem $cg/cgroup.subtree_control
+tap_bounded 120 /tmp/rvram-dmem-coherent.out "$RVRAM_GUEST_BIN/rvram-dmem" 2 \
+	"$(pci_of rvram2)" $cg coherent
+rc=$?
+tap_relay "rvram2 dmem: " "$(cat /tmp/rvram-dmem-coherent.out)"
+tap_eq "rvram-dmem coherent exited cleanly" 0 "$rc"
 
 # Unbind while a file holds the GPU: the pages are evicted, the pagemap
 # (and its claim on the BAR) lives until the file is closed, and a bind

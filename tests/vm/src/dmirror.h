@@ -37,6 +37,7 @@ struct hmm_dmirror_cmd {
 #define HMM_DMIRROR_PROT_WRITE 0x02
 #define HMM_DMIRROR_PROT_PMD 0x04
 #define HMM_DMIRROR_PROT_DEV_PRIVATE_LOCAL 0x20
+#define HMM_DMIRROR_PROT_DEV_COHERENT_LOCAL 0x40
 
 /* rvram's own HMM_DMIRROR_FLAGS bits (drivers/rvram/dmirror.rs). */
 #define RVRAM_FLAG_ALIAS_DMA (1ULL << 16)

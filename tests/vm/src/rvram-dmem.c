@@ -182,6 +182,9 @@ static unsigned char *region_of(size_t len, int advice, int byte)
 	return p;
 }
 
+/* SNAPSHOT's mark of a page in this GPU's VRAM: private unless coherent. */
+static unsigned char vram_mark = HMM_DMIRROR_PROT_DEV_PRIVATE_LOCAL;
+
 /* Pages of [p, p + len) in this GPU's VRAM, by SNAPSHOT through `fd`. */
 static long in_vram(int fd, unsigned char *p, size_t len)
 {
@@ -191,7 +194,7 @@ static long in_vram(int fd, unsigned char *p, size_t len)
 	if (dmirror(fd, HMM_DMIRROR_SNAPSHOT, p, snap, len / PAGE))
 		return -1;
 	for (size_t i = 0; i < len / PAGE; i++)
-		n += (snap[i] & 0xf0) == HMM_DMIRROR_PROT_DEV_PRIVATE_LOCAL;
+		n += (snap[i] & 0xf0) == vram_mark;
 	return n;
 }
 
@@ -345,13 +348,60 @@ static void rebind(long long vram)
 		close(fd);
 }
 
+/*
+ * Device-coherent VRAM (rvram-coherent.sh): migrations into it are charged
+ * as into device-private VRAM. The CPU reads the pages in place, so they
+ * stay charged until they leave VRAM. The child cgroup is at 1 MiB.
+ */
+static void coherent(void)
+{
+	static unsigned char out[2 * MIB];
+	unsigned char *p = region_of(2 * MIB, MADV_NOHUGEPAGE, 0x5a);
+	int fd = open(dev, O_RDWR), e;
+	long n;
+
+	if (!p || fd < 0) {
+		tap(0, "coherent: a 2 MiB region and a file (errno %d)", errno);
+		return;
+	}
+	e = dmirror(fd, HMM_DMIRROR_MIGRATE_TO_DEV, p, out, 2 * MIB / PAGE);
+	n = in_vram(fd, p, 2 * MIB);
+	tap(e == -ENOSPC && n > 0 && n <= (long)(MIB / PAGE) && held() == n * PAGE,
+	    "coherent: 2 MiB into VRAM over a 1 MiB limit: ENOSPC, what fit moved and is charged (%d, %ld pages, dmem.current %lld)",
+	    e, n, held());
+	tap(all_bytes(p, 2 * MIB, 0x5a) && in_vram(fd, p, 2 * MIB) == n && held() == n * PAGE,
+	    "coherent: the CPU reads every byte in place, nothing moves, all still charged (dmem.current %lld)",
+	    held());
+	e = dmirror(fd, HMM_DMIRROR_MIGRATE_TO_SYS, p, out, 2 * MIB / PAGE);
+	tap(e == 0 && in_vram(fd, p, 2 * MIB) == 0 && held() == 0,
+	    "coherent: MIGRATE_TO_SYS: back in system memory, uncharged (%d, dmem.current %lld)", e,
+	    held());
+	e = dmirror(fd, HMM_DMIRROR_MIGRATE_TO_DEV, p, out, MIB / PAGE);
+	n = in_vram(fd, p, MIB);
+	tap(e == 0 && n == MIB / PAGE && held() == (long long)MIB,
+	    "coherent: 1 MiB into VRAM, at the limit (%d, %ld pages, dmem.current %lld)", e, n,
+	    held());
+	munmap(p, 64 * PAGE);
+	n = in_vram(fd, p + 64 * PAGE, MIB - 64 * PAGE);
+	tap(n == MIB / PAGE - 64 && held() == n * PAGE,
+	    "coherent: munmap() of 64 pages uncharges them (%ld pages left, dmem.current %lld)", n,
+	    held());
+	e = dmirror(fd, HMM_DMIRROR_RELEASE, p, NULL, 1);
+	tap(e == 0 && held() == 0 && in_vram(fd, p + 64 * PAGE, MIB - 64 * PAGE) == 0,
+	    "coherent: RELEASE evicts the file's pages and uncharges them (%d, dmem.current %lld)",
+	    e, held());
+	tap(all_bytes(p + 64 * PAGE, 2 * MIB - 64 * PAGE, 0x5a), "coherent: their data intact");
+	close(fd);
+	munmap(p + 64 * PAGE, 2 * MIB - 64 * PAGE);
+}
+
 int main(int argc, char **argv)
 {
 	long long vram;
 	int fd, e;
 
-	if (argc < 4) {
-		fprintf(stderr, "usage: rvram-dmem N PCI CGROUP_ROOT\n");
+	if (argc < 4 || (argc > 4 && strcmp(argv[4], "coherent"))) {
+		fprintf(stderr, "usage: rvram-dmem N PCI CGROUP_ROOT [coherent]\n");
 		return 2;
 	}
 	owner = atoi(argv[1]);
@@ -371,6 +421,13 @@ int main(int argc, char **argv)
 	tap(set_max("1M") == 0 && keyed(cg, "dmem.max", region) == (long long)MIB,
 	    "dmem.max of the child: 1 MiB of the region");
 	tap(move_to(cg) == 0, "into the child cgroup");
+	if (argc > 4) {
+		/* A device-coherent GPU: no buffer objects, migrations only. */
+		vram_mark = HMM_DMIRROR_PROT_DEV_COHERENT_LOCAL;
+		coherent();
+		tap(move_to(root) == 0 && rmdir(cg) == 0, "back to the root cgroup, child removed");
+		return tap_end();
+	}
 	if (open_gpu() < 0) {
 		tap(0, "open %s (errno %d)", dev, errno);
 		return tap_end();
