@@ -45,10 +45,14 @@ use kernel::{
     prelude::*,
     sync::{
         aref::ARef,
-        atomic::Atomic,
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
         new_mutex,
         Arc, //
     },
+    uaccess::UserSliceReader,
 };
 
 /// The BAR that holds VRAM on ivshmem-plain.
@@ -78,6 +82,9 @@ pub(crate) struct Rvram<'bound> {
     #[pin]
     first_pfn: File<u64>,
     p2p_pfn: Option<Pin<KBox<File<u64>>>>,
+    /// Whether peers get P2P aliases: see [`PrivatePages::p2p_alias`].
+    /// Device-private VRAM only.
+    p2p_alias: Option<Pin<KBox<File<Arc<Gpu>>>>>,
     #[pin]
     stats: File<Arc<Gpu>>,
 }
@@ -124,13 +131,48 @@ fn probe_coherent(pm: &Pagemap<CoherentPages>) -> Result {
     }
 }
 
+/// Shows `p2p_alias` as debugfs shows a bool: `Y` or `N`.
+fn show_p2p_alias(gpu: &Arc<Gpu>, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    let on = match &gpu.vram {
+        Vram::Private(pm) => pm.data().p2p_alias.load(Relaxed),
+        Vram::Coherent(_) => false,
+    };
+    writeln!(f, "{}", if on { "Y" } else { "N" })
+}
+
+/// Sets `p2p_alias` from what `kstrtobool()` accepts; `EINVAL` otherwise.
+/// Peers keep the aliases they hold until their next invalidation: the
+/// switch decides what the next fault gets.
+fn store_p2p_alias(gpu: &Arc<Gpu>, reader: &mut UserSliceReader) -> Result {
+    let mut buf = [0u8; 8];
+    let n = reader.len();
+    if n == 0 || n > buf.len() {
+        return Err(EINVAL);
+    }
+    reader.read_slice(&mut buf[..n])?;
+    let on = kernel::str::kstrtobool_bytes(&buf[..n])?;
+    if let Vram::Private(pm) = &gpu.vram {
+        pm.data().p2p_alias.store(on, Relaxed);
+    }
+    Ok(())
+}
+
 /// The device that names this GPU as an alias client.
 fn client_dev(pdev: &pci::Device<Bound>) -> ARef<device::Device> {
     let dev: &device::Device = AsRef::<device::Device<Bound>>::as_ref(pdev);
     dev.into()
 }
 
-pub(crate) struct RvramDriver;
+/// The PCI driver, once for each kind of VRAM: `rvram` binds a GPU with
+/// device-private VRAM, `rvram-coherent` one with device-coherent VRAM.
+/// Which of the two a device gets is the administrator's choice, made per
+/// device with `driver_override`.
+pub(crate) struct RvramDriver<const COHERENT: bool>;
+
+/// The driver of device-private VRAM.
+pub(crate) type PrivateDriver = RvramDriver<false>;
+/// The driver of device-coherent VRAM.
+pub(crate) type CoherentDriver = RvramDriver<true>;
 
 /// Device-private VRAM with its P2PDMA alias pages and dma-buf exporter.
 type PrivateVram<'bound> = (
@@ -139,7 +181,7 @@ type PrivateVram<'bound> = (
     pci::P2pMem<'bound>,
 );
 
-impl RvramDriver {
+impl<const COHERENT: bool> RvramDriver<COHERENT> {
     /// Maps BAR2, publishes it as P2PDMA memory and creates the
     /// device-private pagemap whose pages stand for it.
     fn probe_private<'bound>(
@@ -175,6 +217,7 @@ impl RvramDriver {
                 Ok::<_, Error>(PrivatePages {
                     vram: vram.into_devres()?,
                     p2p_pfn: p2p.pfn(),
+                    p2p_alias: Atomic::new(true),
                     books: Books::new(layout.pages())?,
                 }),
             ),
@@ -184,16 +227,13 @@ impl RvramDriver {
     }
 }
 
-kernel::pci_device_table!(
-    PCI_TABLE,
-    <RvramDriver as pci::Driver>::IdInfo,
-    [(
-        pci::DeviceId::from_id(pci::Vendor::REDHAT_QUMRANET, IVSHMEM_DEVICE_ID),
-        ()
-    )]
-);
+// Empty: rvram binds only the devices an administrator assigns to it with
+// `driver_override` (the PCI core then matches `pci_device_id_any`), as
+// pci-stub does. ivshmem devices are VM shared memory that other software
+// uses too; a driver that claimed them all would take them away from it.
+kernel::pci_device_table!(PCI_TABLE, (), []);
 
-impl pci::Driver for RvramDriver {
+impl<const COHERENT: bool> pci::Driver for RvramDriver<COHERENT> {
     type IdInfo = ();
     type Data<'bound> = Rvram<'bound>;
 
@@ -207,6 +247,15 @@ impl pci::Driver for RvramDriver {
             // A retired pagemap of this BAR would make a device-coherent
             // bind fail: drop those whose pages are gone by now.
             registry::reap_retired();
+            let (vendor, device) = (pdev.vendor_id(), pdev.device_id());
+            if vendor != pci::Vendor::REDHAT_QUMRANET || u32::from(device) != IVSHMEM_DEVICE_ID {
+                dev_err!(
+                    pdev,
+                    "not an ivshmem-plain device ({:04x}:{device:04x})\n",
+                    vendor.as_raw()
+                );
+                return Err(ENODEV);
+            }
             pdev.enable_device_mem()?;
             let pdev: &'bound pci::Device<Bound> = pdev;
             let len = pdev.resource_len(VRAM_BAR)?;
@@ -217,7 +266,7 @@ impl pci::Driver for RvramDriver {
                 );
             })?;
             let slot = Slot::take(pdev)?;
-            let coherent = slot.coherent();
+            let coherent = COHERENT;
             let (vram, exporter, p2p) = if coherent {
                 let pages = KBox::pin_init(
                     Pagemap::new_coherent(
@@ -292,6 +341,18 @@ impl pci::Driver for RvramDriver {
                 )?),
                 None => None,
             };
+            let p2p_alias = match &gpu.vram {
+                Vram::Private(_) => Some(KBox::pin_init(
+                    dir.read_write_callback_file(
+                        c"p2p_alias",
+                        gpu.clone(),
+                        &show_p2p_alias,
+                        &store_p2p_alias,
+                    ),
+                    GFP_KERNEL,
+                )?),
+                Vram::Coherent(_) => None,
+            };
             let stats_gpu = gpu.clone();
             Ok(try_pin_init!(Rvram {
                 pdev,
@@ -310,6 +371,7 @@ impl pci::Driver for RvramDriver {
                     first_pfn
                 ),
                 p2p_pfn: p2p_file,
+                p2p_alias,
                 stats <- dir.read_callback_file(c"stats", stats_gpu, &stats::show),
             }))
         })

@@ -44,7 +44,10 @@ use kernel::{
     page::PAGE_SIZE,
     pci,
     prelude::*,
-    sync::atomic::Relaxed,
+    sync::atomic::{
+        Atomic,
+        Relaxed, //
+    },
     time::{
         Instant,
         Monotonic, //
@@ -83,6 +86,10 @@ pub(crate) struct PrivatePages {
     pub(crate) vram: pci::DevresBar,
     /// VRAM page `i` is P2PDMA page `p2p_pfn + i` (see [`Rvram::p2p`]).
     pub(crate) p2p_pfn: usize,
+    /// Whether [`DevicePrivateOps::dma_alias`] gives aliases: the debugfs
+    /// file `p2p_alias`, which benchmarks and tests turn off to measure
+    /// what a peer's access costs when it migrates the pages instead.
+    pub(crate) p2p_alias: Atomic<bool>,
     pub(crate) books: Books,
 }
 
@@ -140,6 +147,10 @@ impl PagemapOps for PrivatePages {
 impl DevicePrivateOps for PrivatePages {
     fn dma_alias(pm: &Pagemap<Self>, folio: &DeviceFolio<Self>) -> Result<usize> {
         let data = pm.data();
+        if !data.p2p_alias.load(Relaxed) {
+            // No alias now: the peer's fault migrates the page instead.
+            return Err(EOPNOTSUPP);
+        }
         let pfn = vram::alias_pfn(data.p2p_pfn, pm.nr_pages(), folio.index(), folio.nr_pages())?;
         // One grant per page-table entry HMM resolves: a page, or a PMD.
         data.books.stats.alias_grants.fetch_add(1, Relaxed);

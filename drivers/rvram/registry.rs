@@ -43,9 +43,8 @@ kernel::sync::global_lock! {
     };
 }
 
-/// A device index held by a probe until its GPU is registered: the index
-/// decides the GPU's memory kind (the `coherent` parameter), so it is taken
-/// before the VRAM is set up.
+/// A device index held by a probe until its GPU is registered, taken first
+/// so that a probe past the last index fails before it sets anything up.
 pub(crate) struct Slot(pub(crate) usize);
 
 impl Slot {
@@ -60,12 +59,6 @@ impl Slot {
             })?;
         reg.probing |= 1 << index;
         Ok(Slot(index))
-    }
-
-    /// Whether the `coherent` module parameter makes this GPU's VRAM
-    /// device-coherent.
-    pub(crate) fn coherent(&self) -> bool {
-        crate::module_parameters::coherent.value() & (1 << self.0) != 0
     }
 
     /// Registers `gpu` under this index.

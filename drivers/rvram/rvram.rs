@@ -4,17 +4,18 @@
 //!
 //! The device is QEMU's `ivshmem-plain` (PCI 1af4:1110): its BAR2, a
 //! prefetchable memory BAR backed by host RAM, stands in for a GPU's VRAM.
-//! Each GPU's VRAM is one of two kinds, chosen when it binds (the
-//! `coherent` module parameter):
+//! rvram binds only the devices assigned to it with `driver_override`, and
+//! registers two PCI drivers, one for each kind of VRAM; the driver a device
+//! is assigned to chooses the kind:
 //!
-//! - device-private (the default): each VRAM page is two pages for the
+//! - device-private (driver `rvram`): each VRAM page is two pages for the
 //!   kernel: a device-private page (a [`Pagemap`] over a free physical
 //!   range), which is what process page tables point at while data lives in
 //!   VRAM, and a P2PDMA page at the BAR address, the page a peer device can
 //!   DMA to;
-//! - device-coherent: the BAR itself is a device-coherent [`Pagemap`], which
-//!   the CPU maps cacheably, as a GPU with a coherent interconnect (or CXL
-//!   memory) would be. A CPU access does not migrate, and peers DMA-map the
+//! - device-coherent (driver `rvram-coherent`): the BAR itself is a
+//!   device-coherent [`Pagemap`], which the CPU maps cacheably, as a GPU
+//!   with a coherent interconnect (or CXL memory) would be. A CPU access does not migrate, and peers DMA-map the
 //!   pages like system memory, so there are no P2P aliases and no dma-buf
 //!   export.
 //!
@@ -56,14 +57,16 @@ mod registry;
 mod stats;
 mod vram;
 
-/// The module: the debugfs root, the PCI driver, and the GPUs that outlive
+/// The module: the debugfs root, the PCI drivers, and the GPUs that outlive
 /// their binding.
 #[pin_data]
 struct RvramModule {
     _debugfs: registry::DebugfsRoot,
     #[pin]
-    _driver: kernel::driver::Registration<pci::Adapter<driver::RvramDriver>>,
-    /// Dropped after `_driver`, which unbinds every GPU.
+    _private: kernel::driver::Registration<pci::Adapter<driver::PrivateDriver>>,
+    #[pin]
+    _coherent: kernel::driver::Registration<pci::Adapter<driver::CoherentDriver>>,
+    /// Dropped after the drivers, which unbind every GPU.
     _retired: registry::RetiredGpus,
 }
 
@@ -73,7 +76,8 @@ impl InPlaceModule for RvramModule {
         unsafe { registry::REGISTRY.init() };
         try_pin_init!(Self {
             _debugfs: registry::DebugfsRoot::new(),
-            _driver <- kernel::driver::Registration::new(c"rvram", module),
+            _private <- kernel::driver::Registration::new(c"rvram", module),
+            _coherent <- kernel::driver::Registration::new(c"rvram-coherent", module),
             _retired: registry::RetiredGpus,
         })
     }
@@ -86,10 +90,4 @@ module! {
     description: "Device-private VRAM of an ivshmem-backed GPU model",
     license: "GPL v2",
     imports_ns: ["DMA_BUF"],
-    params: {
-        coherent: u32 {
-            default: 0,
-            description: "Bitmask: bit N makes rvramN's VRAM device-coherent memory",
-        },
-    },
 }
