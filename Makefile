@@ -11,7 +11,10 @@
 #   make soak         the stress suite for an hour (debug kernel; not in check)
 #   make pyverbs-baseline
 #                     record rdma-core's ODP tests on the stock kernel
-#   make series       regenerate patches/ from series/series.toml
+#   make series       regenerate patches/<series>/ from series/
+#                     (SIGNOFF="Name <email>": from and signed off by the
+#                     submitter, to send; never commit those)
+#   make series-cc    print the To: and Cc: of each series
 #   make check-bisect build the series patch by patch (slow)
 #   make checkpatch   scripts/checkpatch.pl --strict on patches/
 #   make kernel       fetch the base and build the debug test kernel
@@ -24,7 +27,8 @@ export RVRAM_CACHE
 KDIR ?= $(RVRAM_CACHE)/build/debug
 KMAKE := $(CURDIR)/tools/kmake.sh
 
-.PHONY: all modules clean check demo bench soak pyverbs-baseline series check-series check-bisect \
+.PHONY: all modules clean check demo bench soak pyverbs-baseline series series-cc check-series \
+	check-bisect \
 	checkpatch kernel deps clippy fmt tool
 
 all: modules
@@ -52,7 +56,10 @@ kernel: deps tool
 	tools/kernel.sh debug $$(target/release/rvram series apply)
 
 series: tool
-	target/release/rvram series export
+	target/release/rvram series export $(if $(SIGNOFF),"$(SIGNOFF)")
+
+series-cc: tool
+	target/release/rvram series cc
 
 check-series: tool
 	target/release/rvram series check

@@ -1,8 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# Bisectability: apply patches/ to the base and build the debug kernel at
-# every patch. Incremental, but a patch touching a widely included header
-# rebuilds much of the tree.
+# Bisectability: build the debug kernel at every patch of every series,
+# both with all series applied in order and with each series on its
+# prerequisites alone, as it is posted. Incremental, but a patch touching a
+# widely included header rebuilds much of the tree.
 #
 # A patch whose resulting source tree was built before, with the same
 # config fragments, build script and toolchain, is not built again: the

@@ -1,13 +1,13 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# scripts/checkpatch.pl --strict on every patch of patches/ (not the cover
-# letter), run from the pristine base tree.
+# scripts/checkpatch.pl --strict on every patch of every series in
+# patches/ (not the cover letters), run from the pristine base tree.
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
 base=$RVRAM_CACHE/base/linux
 [ -f "$base/scripts/checkpatch.pl" ] || die "no base tree (run tools/fetch-kernel.sh)"
 fail=0
-for p in "$RVRAM_TOP"/patches/0*.patch; do
+for p in "$RVRAM_TOP"/patches/*/0*.patch; do
 	case $p in */0000-cover-letter.patch) continue ;; esac
 	# The base is a source package, a git tree without upstream history:
 	# checkpatch cannot look up the commits that Fixes: tags name.

@@ -3,10 +3,16 @@
 //! `rvram`: the project's tooling with logic in it.
 //!
 //! ```text
-//! rvram series export     regenerate patches/ from series/series.toml
+//! rvram series export [SIGNOFF]
+//!                         regenerate patches/<series>/ from series/; with
+//!                         "Name <email>", signed off by and from them
 //! rvram series check      fail when patches/ is stale
-//! rvram series apply      apply patches/ to the base, print the head commit
-//! rvram series commits    like apply, but print every commit (bisect check)
+//! rvram series apply      apply every series of patches/ to the base in
+//!                         order, print the head commit
+//! rvram series commits    every commit of the series, on one line of history
+//!                         and each series on its prerequisites alone
+//!                         (bisect check)
+//! rvram series cc         print the To: and Cc: of each series
 //! rvram report DIR        summarise a VM test run, exit 1 on any failure
 //! rvram bench-plot DIR    the alias benchmark of a run: DIR/bench-alias.svg,
 //!                         and its CPU mapping benchmark: DIR/bench-cpumap.svg
@@ -33,7 +39,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 const USAGE: &str =
-    "usage: rvram series {export|check|apply|commits} | rvram report DIR | rvram bench-plot DIR | rvram splat-check DIR | rvram ktap-corpus DIR";
+    "usage: rvram series {export [SIGNOFF]|check|apply|commits|cc} | rvram report DIR | rvram bench-plot DIR | rvram splat-check DIR | rvram ktap-corpus DIR";
 
 fn cache_dir() -> PathBuf {
     if let Some(c) = std::env::var_os("RVRAM_CACHE") {
@@ -55,15 +61,28 @@ fn repo_root() -> PathBuf {
     }
 }
 
-fn series_cmd(verb: &str) -> Result<ExitCode, series::Error> {
+fn series_cmd(verb: &str, signoff: Option<&str>) -> Result<ExitCode, series::Error> {
     let paths = series::Paths {
         repo: repo_root(),
         base: cache_dir().join("base/linux"),
     };
     match verb {
         "export" => {
-            let n = series::export(&paths)?;
+            let who = series::Identity {
+                signoff: signoff.filter(|s| !s.trim().is_empty()).map(str::to_string),
+            };
+            let n = series::export(&paths, &who)?;
             eprintln!("rvram: wrote {n} files to patches/");
+            if who.signoff.is_some() {
+                eprintln!("rvram: signed off: send them, do not commit them");
+            }
+        }
+        "cc" => {
+            for (name, r) in series::cc(&paths)? {
+                println!("{name}:");
+                println!("  To: {}", r.to.join(", "));
+                println!("  Cc: {}", r.cc.join(", "));
+            }
         }
         "check" => {
             let stale = series::check(&paths)?;
@@ -81,7 +100,7 @@ fn series_cmd(verb: &str) -> Result<ExitCode, series::Error> {
             println!("{}", commits.last().expect("apply returns at least one"));
         }
         "commits" => {
-            for c in series::apply(&paths)? {
+            for c in series::build_commits(&paths)? {
                 println!("{c}");
             }
         }
@@ -116,7 +135,11 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     match args.as_slice() {
-        ["series", verb] => series_cmd(verb).unwrap_or_else(|e| {
+        ["series", "export", signoff] => series_cmd("export", Some(signoff)).unwrap_or_else(|e| {
+            eprintln!("rvram: {e}");
+            ExitCode::FAILURE
+        }),
+        ["series", verb] => series_cmd(verb, None).unwrap_or_else(|e| {
             eprintln!("rvram: {e}");
             ExitCode::FAILURE
         }),

@@ -1,18 +1,27 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The kernel series: commits built from this repository's files, exported as
-//! a mailing-list series.
+//! the mailing-list series they are posted in.
 //!
-//! `series/series.toml` is the single description of the series. Each patch
-//! names the repository files it adds to the kernel tree (their final
-//! version: a file is introduced whole, in exactly one patch) and, optionally,
-//! a diff against existing kernel files. Commits are made with a private index
-//! in the base repository (no work tree is touched), with fixed dates and the
-//! repository's git identity, so the exported series is byte-identical when
-//! nothing changed.
+//! `series/series.toml` lists the series in the order they apply, and what
+//! they share (base, date, sources). Each series is a directory
+//! `series/<name>/` with its own `series.toml` (subject, subject prefix,
+//! version, change-id, the series it requires, its patches) and cover
+//! letter. Each patch names the repository files it adds to the kernel tree
+//! (their final version: a file is introduced whole, in exactly one patch of
+//! one series) and, optionally, a diff against existing kernel files.
+//!
+//! A series is generated on top of the base and of the series it requires
+//! (transitively), and nothing else: its cover letter names its base commit
+//! and its prerequisites (`prerequisite-patch-id:` from git, and
+//! `prerequisite-change-id:` as b4 writes them). The test kernel applies every
+//! series in order, on one line of history. Commits are made with a private
+//! index in the base repository (no work tree is touched), with fixed dates
+//! and the repository's git identity, so the exported series are
+//! byte-identical when nothing changed.
 
 use serde::Deserialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::fs;
 use std::io::Write;
@@ -25,14 +34,10 @@ const MAX_SUBJECT: usize = 75;
 /// Maximum length of a commit message body line.
 const MAX_BODY_LINE: usize = 75;
 
-/// The series manifest (`series/series.toml`).
+/// The list of series (`series/series.toml`).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
-    /// Subject of the cover letter.
-    pub subject: String,
-    /// Cover letter text, relative to the repository root.
-    pub cover: PathBuf,
     /// Author and committer date of every commit, in a format git accepts.
     pub date: String,
     /// Directories whose every file must be part of exactly one patch.
@@ -40,14 +45,61 @@ pub struct Manifest {
     /// The coding assistant every commit credits with an `Assisted-by:`
     /// trailer (Documentation/process/coding-assistants.rst). The commits
     /// carry no `Signed-off-by:`: only the human who reviews and sends the
-    /// series can certify the DCO, and adds theirs.
+    /// series can certify the DCO, and adds theirs (`make series SIGNOFF=`).
     pub assisted_by: String,
+    /// The public commit the series apply to.
+    pub base: Base,
+    /// The series, in the order they apply; each may require earlier ones.
+    pub series: Vec<String>,
+}
+
+/// The public base of every series.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Base {
+    /// What the base is, for people (`v7.3.4`).
+    pub name: String,
+    /// Its commit in the public tree, for `base-commit:` (40 hex digits).
+    /// Without it, cover letters say what the base is in words, and a
+    /// signed-off export (to send) is refused.
+    pub commit: Option<String>,
+}
+
+/// One series (`series/<name>/series.toml`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Series {
+    /// The directory name, set when loaded.
+    #[serde(skip)]
+    pub name: String,
+    /// Subject of the cover letter.
+    pub subject: String,
+    /// Cover letter text, relative to the repository root.
+    pub cover: PathBuf,
+    /// Subject prefix: `PATCH` or `RFC PATCH`.
+    #[serde(default = "default_prefix")]
+    pub prefix: String,
+    /// Version of the series (`v3`), if it had earlier postings.
+    pub version: Option<u32>,
+    /// The b4 change-id: stays the same across versions.
+    pub change_id: String,
+    /// Earlier series this one is generated on top of.
+    #[serde(default)]
+    pub requires: Vec<String>,
+    /// Recipients beyond what scripts/get_maintainer.pl finds (people who
+    /// reviewed earlier versions, authors of related work).
+    #[serde(default)]
+    pub cc: Vec<String>,
     /// The patches, in order.
     #[serde(rename = "patch")]
     pub patches: Vec<Patch>,
 }
 
-/// One patch of the series.
+fn default_prefix() -> String {
+    "PATCH".into()
+}
+
+/// One patch of a series.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Patch {
@@ -87,20 +139,41 @@ macro_rules! bail {
 }
 
 impl Manifest {
-    /// Parses and validates a manifest.
+    /// Parses the list of series.
     pub fn parse(text: &str) -> Result<Self> {
         let m: Manifest = toml::from_str(text).map_err(|e| Error(format!("series.toml: {e}")))?;
-        m.validate()?;
+        if m.series.is_empty() {
+            bail!("series/series.toml: no series");
+        }
+        if let Some(c) = &m.base.commit {
+            if c.len() != 40 || !c.bytes().all(|b| b.is_ascii_hexdigit()) {
+                bail!("series/series.toml: base.commit '{c}' is not a full commit id");
+            }
+        }
         Ok(m)
+    }
+}
+
+impl Series {
+    /// Parses and validates one series.
+    pub fn parse(name: &str, text: &str) -> Result<Self> {
+        let mut s: Series =
+            toml::from_str(text).map_err(|e| Error(format!("series/{name}/series.toml: {e}")))?;
+        s.name = name.to_string();
+        s.validate()
+            .map_err(|e| Error(format!("series {name}: {}", e.0)))?;
+        Ok(s)
     }
 
     /// Checks the rules a reviewer would otherwise catch by hand.
     fn validate(&self) -> Result<()> {
         if self.patches.is_empty() {
-            bail!("series.toml: no patches");
+            bail!("no patches");
         }
-        let mut seen_src = BTreeMap::new();
-        let mut seen_dst = BTreeMap::new();
+        if !["PATCH", "RFC PATCH"].contains(&self.prefix.as_str()) {
+            bail!("prefix '{}' is neither PATCH nor RFC PATCH", self.prefix);
+        }
+        check_change_id(&self.change_id)?;
         for (i, p) in self.patches.iter().enumerate() {
             let n = i + 1;
             check_subject(&p.subject).map_err(|e| Error(format!("patch {n}: {e}")))?;
@@ -122,6 +195,9 @@ impl Manifest {
                 if line.starts_with("Assisted-by:") {
                     bail!("patch {n}: Assisted-by is added by the tool, do not write it");
                 }
+                if let Some(f) = line.strip_prefix("Fixes: ") {
+                    check_fixes(f).map_err(|e| Error(format!("patch {n}: {e}")))?;
+                }
             }
             if p.body.trim().is_empty() {
                 bail!("patch {n} ({}): empty commit message body", p.subject);
@@ -129,24 +205,120 @@ impl Manifest {
             if p.files.is_empty() && p.diff.is_none() {
                 bail!("patch {n} ({}): neither files nor diff", p.subject);
             }
-            for (src, dst) in &p.files {
-                if let Some(prev) = seen_src.insert(src.clone(), n) {
-                    bail!(
-                        "{} is added by patches {prev} and {n}: a file is introduced whole, once",
-                        src.display()
-                    );
+        }
+        Ok(())
+    }
+
+    /// The subject prefix with the version: `RFC PATCH v3`.
+    fn full_prefix(&self) -> String {
+        match self.version {
+            Some(v) if v > 1 => format!("{} v{v}", self.prefix),
+            _ => self.prefix.clone(),
+        }
+    }
+}
+
+/// A b4 change-id: `YYYYMMDD-words-0123456789ab`.
+fn check_change_id(id: &str) -> Result<()> {
+    let parts: Vec<&str> = id.split('-').collect();
+    let ok = parts.len() >= 3
+        && parts[0].len() == 8
+        && parts[0].bytes().all(|b| b.is_ascii_digit())
+        && parts[parts.len() - 1].len() == 12
+        && parts[parts.len() - 1]
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        && parts[1..parts.len() - 1]
+            .iter()
+            .all(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_alphanumeric()));
+    if !ok {
+        bail!("change_id '{id}' is not of the form YYYYMMDD-words-0123456789ab");
+    }
+    Ok(())
+}
+
+/// A `Fixes:` trailer's value: `<12+ hex> ("subject")`.
+fn check_fixes(f: &str) -> std::result::Result<(), String> {
+    let (sha, rest) = f.split_once(' ').unwrap_or((f, ""));
+    if sha.len() < 12 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!(
+            "Fixes: '{f}': the commit id needs 12 hex digits or more"
+        ));
+    }
+    if !(rest.starts_with("(\"") && rest.ends_with("\")")) {
+        return Err(format!(
+            "Fixes: '{f}': the subject must follow as (\"...\")"
+        ));
+    }
+    Ok(())
+}
+
+/// Every series, loaded and checked together.
+pub struct Set {
+    /// The list and what the series share.
+    pub manifest: Manifest,
+    /// The series, in the order they apply.
+    pub series: Vec<Series>,
+}
+
+impl Set {
+    /// Checks what spans series: names, requirements, files added once.
+    fn validate(&self) -> Result<()> {
+        let mut seen_src = BTreeMap::new();
+        let mut seen_dst = BTreeMap::new();
+        for (i, s) in self.series.iter().enumerate() {
+            for r in &s.requires {
+                match self.index(r) {
+                    Some(j) if j < i => {}
+                    Some(_) => bail!("series {}: requires {r}, which comes after it", s.name),
+                    None => bail!("series {}: requires {r}, which is not a series", s.name),
                 }
-                if let Some(prev) = seen_dst.insert(dst.clone(), n) {
-                    bail!("{} is written by patches {prev} and {n}", dst.display());
+            }
+            for (n, p) in s.patches.iter().enumerate() {
+                let at = format!("{} patch {}", s.name, n + 1);
+                for (src, dst) in &p.files {
+                    if let Some(prev) = seen_src.insert(src.clone(), at.clone()) {
+                        bail!(
+                            "{} is added by {prev} and {at}: a file is introduced whole, once",
+                            src.display()
+                        );
+                    }
+                    if let Some(prev) = seen_dst.insert(dst.clone(), at.clone()) {
+                        bail!("{} is written by {prev} and {at}", dst.display());
+                    }
                 }
             }
         }
         Ok(())
     }
 
-    /// Every repository file the manifest adds to the kernel tree.
+    fn index(&self, name: &str) -> Option<usize> {
+        self.series.iter().position(|s| s.name == name)
+    }
+
+    /// The series `i` is generated on: what it requires, transitively, in
+    /// the order they apply.
+    fn prerequisites(&self, i: usize) -> Vec<usize> {
+        let mut need = vec![false; self.series.len()];
+        let mut stack = vec![i];
+        while let Some(j) = stack.pop() {
+            for r in &self.series[j].requires {
+                let k = self.index(r).expect("validated");
+                if !need[k] {
+                    need[k] = true;
+                    stack.push(k);
+                }
+            }
+        }
+        (0..i).filter(|&k| need[k]).collect()
+    }
+
+    /// Every repository file the series add to the kernel tree.
     fn listed_files(&self) -> impl Iterator<Item = &PathBuf> {
-        self.patches.iter().flat_map(|p| p.files.keys())
+        self.series
+            .iter()
+            .flat_map(|s| s.patches.iter())
+            .flat_map(|p| p.files.keys())
     }
 }
 
@@ -182,11 +354,26 @@ pub struct Paths {
 }
 
 impl Paths {
-    fn manifest(&self) -> Result<Manifest> {
-        let path = self.repo.join("series/series.toml");
-        let text =
-            fs::read_to_string(&path).map_err(|e| Error(format!("{}: {e}", path.display())))?;
-        Manifest::parse(&text)
+    /// Loads and checks every series.
+    pub fn load(&self) -> Result<Set> {
+        let read = |rel: &str| {
+            let path = self.repo.join(rel);
+            fs::read_to_string(&path).map_err(|e| Error(format!("{}: {e}", path.display())))
+        };
+        let manifest = Manifest::parse(&read("series/series.toml")?)?;
+        let mut series = Vec::new();
+        for name in &manifest.series {
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+                bail!("series/series.toml: '{name}' is not a series directory name");
+            }
+            series.push(Series::parse(
+                name,
+                &read(&format!("series/{name}/series.toml"))?,
+            )?);
+        }
+        let set = Set { manifest, series };
+        set.validate()?;
+        Ok(set)
     }
 
     fn patches_dir(&self) -> PathBuf {
@@ -267,46 +454,128 @@ impl<'a> Git<'a> {
     }
 }
 
-/// The commit the series applies to.
+/// The commit the series apply to.
 const BASE_REF: &str = "refs/tags/base";
-/// Where the generated series head is recorded in the base repository.
+/// Where the head of all series, applied in order, is recorded in the base
+/// repository.
 const SERIES_REF: &str = "refs/rvram/series";
 
-/// Builds the series commits from the repository; returns their ids in order.
-pub fn build_commits(paths: &Paths) -> Result<Vec<String>> {
-    let m = paths.manifest()?;
-    check_sources(paths, &m)?;
+/// Who the commits are from, and who signs them off.
+#[derive(Clone, Debug, Default)]
+pub struct Identity {
+    /// The submitter (`Name <email>`) whose `Signed-off-by:` the commits
+    /// get, and who is then their author; `None` for the repository's git
+    /// identity and no sign-off.
+    pub signoff: Option<String>,
+}
 
-    let ours = Git::new(&paths.repo);
-    let name = ours.run(&["config", "user.name"])?;
-    let email = ours.run(&["config", "user.email"])?;
+/// Makes series commits in the base repository.
+struct Builder<'a> {
+    paths: &'a Paths,
+    set: &'a Set,
+    git: Git<'a>,
+    signoff: Option<String>,
+    /// (parent, series, patch) -> commit: a patch on the same parent makes
+    /// the same commit, so chains shared by several series are built once.
+    memo: HashMap<(String, usize, usize), String>,
+}
 
-    let mut git = Git::new(&paths.base);
-    let git_dir = PathBuf::from(git.run(&["rev-parse", "--absolute-git-dir"])?);
-    git.index = Some(git_dir.join("rvram-series.index"));
-    git.env = vec![
-        ("GIT_AUTHOR_NAME", name.clone()),
-        ("GIT_AUTHOR_EMAIL", email.clone()),
-        ("GIT_AUTHOR_DATE", m.date.clone()),
-        ("GIT_COMMITTER_NAME", name.clone()),
-        ("GIT_COMMITTER_EMAIL", email.clone()),
-        ("GIT_COMMITTER_DATE", m.date.clone()),
-    ];
+impl<'a> Builder<'a> {
+    fn new(paths: &'a Paths, set: &'a Set, who: &Identity) -> Result<Self> {
+        check_sources(paths, set)?;
+        if who.signoff.is_some() && set.manifest.base.commit.is_none() {
+            bail!(
+                "series/series.toml names no public base commit: set [base] commit to the \
+                 upstream commit the series are rebased on before sending them"
+            );
+        }
+        let (name, email) = match &who.signoff {
+            Some(s) => {
+                let (n, e) = s
+                    .trim()
+                    .strip_suffix('>')
+                    .and_then(|s| s.split_once(" <"))
+                    .ok_or_else(|| Error(format!("SIGNOFF '{s}' is not 'Name <email>'")))?;
+                (n.trim().to_string(), e.to_string())
+            }
+            None => {
+                let ours = Git::new(&paths.repo);
+                (
+                    ours.run(&["config", "user.name"])?,
+                    ours.run(&["config", "user.email"])?,
+                )
+            }
+        };
+        let mut git = Git::new(&paths.base);
+        let git_dir = PathBuf::from(git.run(&["rev-parse", "--absolute-git-dir"])?);
+        git.index = Some(git_dir.join("rvram-series.index"));
+        let date = set.manifest.date.clone();
+        git.env = vec![
+            ("GIT_AUTHOR_NAME", name.clone()),
+            ("GIT_AUTHOR_EMAIL", email.clone()),
+            ("GIT_AUTHOR_DATE", date.clone()),
+            ("GIT_COMMITTER_NAME", name.clone()),
+            ("GIT_COMMITTER_EMAIL", email.clone()),
+            ("GIT_COMMITTER_DATE", date),
+        ];
+        let signoff = who.signoff.as_ref().map(|_| format!("{name} <{email}>"));
+        Ok(Builder {
+            paths,
+            set,
+            git,
+            signoff,
+            memo: HashMap::new(),
+        })
+    }
 
-    let mut parent = git.run(&["rev-parse", &format!("{BASE_REF}^{{commit}}")])?;
-    let mut commits = Vec::new();
-    for (i, p) in m.patches.iter().enumerate() {
-        git.run(&["read-tree", &parent])?;
+    fn base(&self) -> Result<String> {
+        self.git
+            .run(&["rev-parse", &format!("{BASE_REF}^{{commit}}")])
+    }
+
+    /// Commits series `si` on `parent`; returns the commits in order.
+    fn chain(&mut self, parent: &str, si: usize) -> Result<Vec<String>> {
+        let series = &self.set.series[si];
+        let mut parent = parent.to_string();
+        let mut commits = Vec::new();
+        for (pi, p) in series.patches.iter().enumerate() {
+            let key = (parent.clone(), si, pi);
+            let commit = match self.memo.get(&key) {
+                Some(c) => c.clone(),
+                None => {
+                    let c = self.commit(&parent, p).map_err(|e| {
+                        Error(format!(
+                            "{} patch {} ({}): {e}",
+                            series.name,
+                            pi + 1,
+                            p.subject
+                        ))
+                    })?;
+                    self.memo.insert(key, c.clone());
+                    c
+                }
+            };
+            commits.push(commit.clone());
+            parent = commit;
+        }
+        Ok(commits)
+    }
+
+    fn commit(&self, parent: &str, p: &Patch) -> Result<String> {
+        let git = &self.git;
+        git.run(&["read-tree", parent])?;
         if let Some(diff) = &p.diff {
-            let diff = paths.repo.join(diff);
-            let d = diff.to_string_lossy();
-            git.run(&["apply", "--cached", "--whitespace=error-all", &d])
-                .map_err(|e| Error(format!("patch {} ({}): {e}", i + 1, p.subject)))?;
+            let diff = self.paths.repo.join(diff);
+            git.run(&[
+                "apply",
+                "--cached",
+                "--whitespace=error-all",
+                &diff.to_string_lossy(),
+            ])?;
         }
         for (src, dst) in &p.files {
-            let abs = paths.repo.join(src);
-            let meta = fs::metadata(&abs)
-                .map_err(|e| Error(format!("patch {}: {}: {e}", i + 1, src.display())))?;
+            let abs = self.paths.repo.join(src);
+            let meta = fs::metadata(&abs).map_err(|e| Error(format!("{}: {e}", src.display())))?;
             let blob = git.run(&["hash-object", "-w", "--no-filters", &abs.to_string_lossy()])?;
             let mode = if is_executable(&meta) {
                 "100755"
@@ -317,12 +586,59 @@ pub fn build_commits(paths: &Paths) -> Result<Vec<String>> {
             git.run(&["update-index", "--add", "--cacheinfo", &info])?;
         }
         let tree = git.run(&["write-tree"])?;
-        let msg = commit_message(&p.subject, &p.body, &m.assisted_by);
-        parent = git.run_with(&["commit-tree", &tree, "-p", &parent], Some(msg.as_bytes()))?;
-        commits.push(parent.clone());
+        let msg = commit_message(
+            &p.subject,
+            &p.body,
+            &self.set.manifest.assisted_by,
+            self.signoff.as_deref(),
+        );
+        git.run_with(&["commit-tree", &tree, "-p", parent], Some(msg.as_bytes()))
     }
-    git.run(&["update-ref", SERIES_REF, &parent])?;
-    Ok(commits)
+
+    /// Series `si` as posted: the commit it is generated on (the base with
+    /// its prerequisites) and its own commits.
+    fn posted(&mut self, si: usize) -> Result<(String, Vec<String>)> {
+        let mut parent = self.base()?;
+        for k in self.set.prerequisites(si) {
+            let c = self.chain(&parent, k)?;
+            parent = c.last().expect("validated: patches").clone();
+        }
+        let commits = self.chain(&parent, si)?;
+        Ok((parent, commits))
+    }
+
+    /// Every series on one line of history, in order: what the test kernel
+    /// is built from.
+    fn linear(&mut self) -> Result<Vec<String>> {
+        let mut parent = self.base()?;
+        let mut all = Vec::new();
+        for si in 0..self.set.series.len() {
+            let c = self
+                .chain(&parent, si)
+                .map_err(|e| Error(format!("on top of every series before it: {e}")))?;
+            parent = c.last().expect("validated: patches").clone();
+            all.extend(c);
+        }
+        self.git.run(&["update-ref", SERIES_REF, &parent])?;
+        Ok(all)
+    }
+}
+
+/// Builds every series on one line of history, then each series as it is
+/// posted (on its prerequisites alone); returns every commit once, in that
+/// order: the bisect check builds each.
+pub fn build_commits(paths: &Paths) -> Result<Vec<String>> {
+    let set = paths.load()?;
+    let mut b = Builder::new(paths, &set, &Identity::default())?;
+    let mut all = b.linear()?;
+    for si in 0..set.series.len() {
+        for c in b.posted(si)?.1 {
+            if !all.contains(&c) {
+                all.push(c);
+            }
+        }
+    }
+    Ok(all)
 }
 
 /// Trailer keys a commit body may end with (submitting-patches.rst).
@@ -341,14 +657,17 @@ const TRAILERS: &[&str] = &[
 
 /// A patch's commit message: subject, body and the `Assisted-by:` trailer,
 /// in one trailer block with the body's own trailers if it ends with some.
-fn commit_message(subject: &str, body: &str, assisted_by: &str) -> String {
+fn commit_message(subject: &str, body: &str, assisted_by: &str, signoff: Option<&str>) -> String {
     let body = body.trim();
     let last = body.rsplit("\n\n").next().unwrap_or("");
     let trailers = last
         .lines()
         .all(|l| TRAILERS.iter().any(|t| l.starts_with(t)));
     let sep = if trailers { "\n" } else { "\n\n" };
-    format!("{subject}\n\n{body}{sep}Assisted-by: {assisted_by}\n")
+    let sob = signoff
+        .map(|s| format!("Signed-off-by: {s}\n"))
+        .unwrap_or_default();
+    format!("{subject}\n\n{body}{sep}Assisted-by: {assisted_by}\n{sob}")
 }
 
 #[cfg(unix)]
@@ -357,12 +676,12 @@ fn is_executable(meta: &fs::Metadata) -> bool {
     meta.permissions().mode() & 0o111 != 0
 }
 
-/// Every file under the manifest's source directories must be in the series
+/// Every file under the manifest's source directories must be in a series
 /// (one source of truth), and every listed file must exist.
-fn check_sources(paths: &Paths, m: &Manifest) -> Result<()> {
+fn check_sources(paths: &Paths, set: &Set) -> Result<()> {
     let ours = Git::new(&paths.repo);
     let mut tracked = Vec::new();
-    for dir in &m.sources {
+    for dir in &set.manifest.sources {
         // Tracked and untracked-but-not-ignored files: what would be committed.
         let out = ours.run(&[
             "ls-files",
@@ -374,35 +693,113 @@ fn check_sources(paths: &Paths, m: &Manifest) -> Result<()> {
         ])?;
         tracked.extend(out.lines().map(PathBuf::from));
     }
-    let listed: Vec<&PathBuf> = m.listed_files().collect();
+    let listed: Vec<&PathBuf> = set.listed_files().collect();
     let missing: Vec<String> = tracked
         .iter()
         .filter(|f| paths.repo.join(f).exists() && !listed.contains(f))
         .map(|f| f.display().to_string())
         .collect();
     if !missing.is_empty() {
-        bail!(
-            "not in any patch of series/series.toml: {}",
-            missing.join(", ")
-        );
+        bail!("not in any patch of series/: {}", missing.join(", "));
     }
     for f in listed {
         if !paths.repo.join(f).is_file() {
-            bail!(
-                "series/series.toml lists {}, which does not exist",
-                f.display()
-            );
+            bail!("series/ lists {}, which does not exist", f.display());
         }
     }
     Ok(())
 }
 
-/// Writes the series as format-patch files plus a cover letter into `out`.
-fn format_series(paths: &Paths, m: &Manifest, head: &str, out: &Path) -> Result<Vec<PathBuf>> {
+/// The recipients of a series: `To:` the maintainers of what it touches,
+/// `Cc:` their reviewers and lists, and the series' own `cc`, from the base
+/// tree's scripts/get_maintainer.pl (without git history: the base is a
+/// source package).
+#[derive(Debug, Default, PartialEq)]
+pub struct Recipients {
+    /// Maintainers.
+    pub to: Vec<String>,
+    /// Reviewers, lists and the series' own additions.
+    pub cc: Vec<String>,
+}
+
+fn recipients(paths: &Paths, series: &Series, from: &str, to: &str) -> Result<Recipients> {
+    let git = Git::new(&paths.base);
+    let diff = git.run(&["diff", from, to])?;
+    let script = paths.base.join("scripts/get_maintainer.pl");
+    if !script.is_file() {
+        bail!(
+            "{}: not found (run tools/fetch-kernel.sh)",
+            script.display()
+        );
+    }
+    let ask = |roles: &[&str]| -> Result<Vec<String>> {
+        let mut c = Command::new("perl");
+        // get_maintainer.pl walks perl hashes: fix their order, so that the
+        // same series gets the same recipients in the same order.
+        c.current_dir(&paths.base)
+            .env("PERL_HASH_SEED", "0")
+            .env("PERL_PERTURB_KEYS", "0")
+            .arg(&script)
+            .args([
+                "--no-git",
+                "--no-git-fallback",
+                "--no-rolestats",
+                "--no-multiline",
+            ])
+            .args(roles)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c
+            .spawn()
+            .map_err(|e| Error(format!("cannot run get_maintainer.pl: {e}")))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(diff.as_bytes())?;
+            stdin.write_all(b"\n")?;
+        }
+        let out = child.wait_with_output()?;
+        if !out.status.success() {
+            bail!(
+                "get_maintainer.pl failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .split(", ")
+            .flat_map(|l| l.lines())
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty())
+            .collect())
+    };
+    let to = ask(&["--m", "--nor", "--nol"])?;
+    let mut cc: Vec<String> = ask(&["--nom", "--r", "--l"])?
+        .into_iter()
+        .filter(|a| !to.contains(a))
+        .collect();
+    for a in &series.cc {
+        if !to.contains(a) && !cc.contains(a) {
+            cc.push(a.clone());
+        }
+    }
+    Ok(Recipients { to, cc })
+}
+
+/// Writes series `si` as format-patch files with a cover letter into `out`.
+fn format_series(b: &mut Builder<'_>, si: usize, out: &Path) -> Result<Vec<PathBuf>> {
+    let (from, commits) = b.posted(si)?;
+    let head = commits.last().expect("validated: patches").clone();
+    let set = b.set;
+    let series = &set.series[si];
+    let paths = b.paths;
+    let who = recipients(paths, series, &from, &head)?;
     fs::create_dir_all(out)?;
     let git = Git::new(&paths.base);
-    let range = format!("{BASE_REF}..{head}");
-    let list = git.run(&[
+    let base = b.base()?;
+    let prefix = format!("--subject-prefix={}", series.full_prefix());
+    let base_arg = format!("--base={base}");
+    let range = format!("{from}..{head}");
+    let out_s = out.to_string_lossy().into_owned();
+    let mut args = vec![
         "format-patch",
         "--quiet",
         "--zero-commit",
@@ -412,19 +809,25 @@ fn format_series(paths: &Paths, m: &Manifest, head: &str, out: &Path) -> Result<
         "--numbered",
         "--no-thread",
         "--no-renames",
+        &prefix,
+        &base_arg,
         "-o",
-        &out.to_string_lossy(),
-        &range,
-    ])?;
-    let _ = list;
+        &out_s,
+    ];
+    let to: Vec<String> = who.to.iter().map(|a| format!("--to={a}")).collect();
+    let cc: Vec<String> = who.cc.iter().map(|a| format!("--cc={a}")).collect();
+    args.extend(to.iter().map(String::as_str));
+    args.extend(cc.iter().map(String::as_str));
+    args.push(&range);
+    git.run(&args)?;
     let mut files: Vec<PathBuf> = fs::read_dir(out)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "patch"))
         .collect();
     files.sort();
 
-    let blurb = fs::read_to_string(paths.repo.join(&m.cover))
-        .map_err(|e| Error(format!("{}: {e}", m.cover.display())))?;
+    let blurb = fs::read_to_string(paths.repo.join(&series.cover))
+        .map_err(|e| Error(format!("{}: {e}", series.cover.display())))?;
     let cover = files
         .iter()
         .find(|p| {
@@ -433,9 +836,55 @@ fn format_series(paths: &Paths, m: &Manifest, head: &str, out: &Path) -> Result<
         })
         .ok_or_else(|| Error("format-patch wrote no cover letter".into()))?;
     let text = fs::read_to_string(cover)?;
-    let text = fill_cover(&text, &m.subject, &blurb, &m.date)?;
+    let text = fill_cover(&text, &series.subject, &blurb, &set.manifest.date)?;
+    let prereqs: Vec<String> = set
+        .prerequisites(si)
+        .into_iter()
+        .map(|k| {
+            let p = &set.series[k];
+            format!("{}:v{}", p.change_id, p.version.unwrap_or(1))
+        })
+        .collect();
+    let public = match &set.manifest.base.commit {
+        Some(c) => format!("base-commit: {c}"),
+        None => format!(
+            "base: {} (no public commit id recorded yet)",
+            set.manifest.base.name
+        ),
+    };
+    let text = fill_base(&text, &base, &public, &series.change_id, &prereqs)?;
     fs::write(cover, text)?;
     Ok(files)
+}
+
+/// Names the public base (`public`: the whole line) instead of the local
+/// commit that stands for it, and adds b4's change-id lines after git's
+/// base-commit and prerequisite-patch-id lines.
+fn fill_base(
+    text: &str,
+    local: &str,
+    public: &str,
+    change_id: &str,
+    prereqs: &[String],
+) -> Result<String> {
+    let old = format!("base-commit: {local}\n");
+    if !text.contains(&old) {
+        bail!("format-patch wrote no base-commit line");
+    }
+    let mut tail = format!("{public}\n");
+    let start = text.find(&old).expect("checked");
+    let rest = &text[start + old.len()..];
+    let ids_end = rest
+        .lines()
+        .take_while(|l| l.starts_with("prerequisite-patch-id: "))
+        .map(|l| l.len() + 1)
+        .sum::<usize>();
+    tail.push_str(&rest[..ids_end]);
+    tail.push_str(&format!("change-id: {change_id}\n"));
+    for p in prereqs {
+        tail.push_str(&format!("prerequisite-change-id: {p}\n"));
+    }
+    Ok(format!("{}{tail}{}", &text[..start], &rest[ids_end..]))
 }
 
 /// Fills format-patch's cover letter template. Its Date header is the time of
@@ -491,35 +940,57 @@ fn rfc2822(date: &str) -> String {
     parse().unwrap_or_else(|| date.to_string())
 }
 
-/// Regenerates `patches/`.
-pub fn export(paths: &Paths) -> Result<usize> {
-    let m = paths.manifest()?;
-    let commits = build_commits(paths)?;
-    let head = commits.last().expect("validated: at least one patch");
+/// Regenerates `patches/<series>/` for every series; returns the number of
+/// files written.
+pub fn export(paths: &Paths, who: &Identity) -> Result<usize> {
+    let set = paths.load()?;
+    let mut b = Builder::new(paths, &set, who)?;
+    b.linear()?;
     let dir = paths.patches_dir();
     if dir.exists() {
-        for e in fs::read_dir(&dir)? {
-            let p = e?.path();
-            if p.extension().is_some_and(|e| e == "patch") {
-                fs::remove_file(p)?;
+        fs::remove_dir_all(&dir)?;
+    }
+    let mut n = 0;
+    for si in 0..set.series.len() {
+        n += format_series(&mut b, si, &dir.join(&set.series[si].name))?.len();
+    }
+    Ok(n)
+}
+
+/// Checks that `patches/` is what `export` would write (unsigned); returns
+/// the names of stale, missing or extra files.
+pub fn check(paths: &Paths) -> Result<Vec<String>> {
+    let set = paths.load()?;
+    let mut b = Builder::new(paths, &set, &Identity::default())?;
+    b.linear()?;
+    let tmp = std::env::temp_dir().join(format!("rvram-series-check-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&tmp);
+    let mut stale = Vec::new();
+    let mut result = Ok(());
+    for si in 0..set.series.len() {
+        let name = &set.series[si].name;
+        match format_series(&mut b, si, &tmp.join(name))
+            .and_then(|files| compare(&files, &paths.patches_dir().join(name)))
+        {
+            Ok(s) => stale.extend(s.into_iter().map(|f| format!("{name}/{f}"))),
+            Err(e) => {
+                result = Err(e);
+                break;
             }
         }
     }
-    Ok(format_series(paths, &m, head, &dir)?.len())
-}
-
-/// Checks that `patches/` is what `export` would write; returns the names of
-/// stale, missing or extra files.
-pub fn check(paths: &Paths) -> Result<Vec<String>> {
-    let m = paths.manifest()?;
-    let commits = build_commits(paths)?;
-    let head = commits.last().expect("validated: at least one patch");
-    let tmp = std::env::temp_dir().join(format!("rvram-series-check-{}", std::process::id()));
     let _ = fs::remove_dir_all(&tmp);
-    let fresh = format_series(paths, &m, head, &tmp);
-    let result = fresh.and_then(|files| compare(&files, &paths.patches_dir()));
-    let _ = fs::remove_dir_all(&tmp);
-    result
+    result?;
+    if let Ok(rd) = fs::read_dir(paths.patches_dir()) {
+        for e in rd {
+            let name = e?.file_name().to_string_lossy().into_owned();
+            if !set.series.iter().any(|s| s.name == name) {
+                stale.push(format!("{name} (extra)"));
+            }
+        }
+    }
+    stale.sort();
+    Ok(stale)
 }
 
 fn compare(fresh: &[PathBuf], dir: &Path) -> Result<Vec<String>> {
@@ -536,30 +1007,51 @@ fn compare(fresh: &[PathBuf], dir: &Path) -> Result<Vec<String>> {
     if let Ok(rd) = fs::read_dir(dir) {
         for e in rd {
             let name = e?.file_name();
-            if name.to_string_lossy().ends_with(".patch") && !names.contains(&name) {
+            if !names.contains(&name) {
                 stale.push(format!("{} (extra)", name.to_string_lossy()));
             }
         }
     }
-    stale.sort();
     Ok(stale)
 }
 
-/// Applies `patches/` to the base with `git apply` (a private index, no work
-/// tree), making one commit per patch; returns the commit ids in order.
+/// The recipients of every series, computed as `export` writes them.
+pub fn cc(paths: &Paths) -> Result<Vec<(String, Recipients)>> {
+    let set = paths.load()?;
+    let mut b = Builder::new(paths, &set, &Identity::default())?;
+    let mut all = Vec::new();
+    for si in 0..set.series.len() {
+        let (from, commits) = b.posted(si)?;
+        let head = commits.last().expect("validated: patches");
+        let s = &set.series[si];
+        all.push((s.name.clone(), recipients(paths, s, &from, head)?));
+    }
+    Ok(all)
+}
+
+/// Applies `patches/<series>/` of every series, in order, to the base with
+/// `git apply` (a private index, no work tree), making one commit per patch;
+/// returns the commit ids in order.
 pub fn apply(paths: &Paths) -> Result<Vec<String>> {
-    let mut files: Vec<PathBuf> = fs::read_dir(paths.patches_dir())?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.extension().is_some_and(|e| e == "patch")
-                && !p
-                    .file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with("0000-"))
-        })
-        .collect();
-    files.sort();
-    if files.is_empty() {
-        bail!("no patches in {}", paths.patches_dir().display());
+    let set = paths.load()?;
+    let mut files = Vec::new();
+    for s in &set.series {
+        let dir = paths.patches_dir().join(&s.name);
+        let mut these: Vec<PathBuf> = fs::read_dir(&dir)
+            .map_err(|e| Error(format!("{}: {e} (run `make series`)", dir.display())))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.extension().is_some_and(|e| e == "patch")
+                    && !p
+                        .file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("0000-"))
+            })
+            .collect();
+        these.sort();
+        if these.is_empty() {
+            bail!("no patches in {}", dir.display());
+        }
+        files.extend(these);
     }
     let mut git = Git::new(&paths.base);
     let git_dir = PathBuf::from(git.run(&["rev-parse", "--absolute-git-dir"])?);
@@ -578,8 +1070,8 @@ pub fn apply(paths: &Paths) -> Result<Vec<String>> {
     let mut commits = Vec::new();
     for f in &files {
         let name = f
-            .file_name()
-            .expect("a file")
+            .strip_prefix(paths.patches_dir())
+            .unwrap_or(f)
             .to_string_lossy()
             .into_owned();
         git.run(&["apply", "--cached", &f.to_string_lossy()])
@@ -601,10 +1093,11 @@ pub fn apply(paths: &Paths) -> Result<Vec<String>> {
     Ok(commits)
 }
 
-/// `[PATCH 2/5] mm/hmm: foo` -> `mm/hmm: foo`.
+/// `[PATCH 2/5] mm/hmm: foo` -> `mm/hmm: foo`, `[RFC PATCH v3 1/3] x: y` ->
+/// `x: y`.
 fn strip_patch_prefix(subject: &str) -> &str {
     match subject.strip_prefix('[').and_then(|s| s.split_once("] ")) {
-        Some((tag, rest)) if tag.starts_with("PATCH") => rest,
+        Some((tag, rest)) if tag.starts_with("PATCH") || tag.starts_with("RFC PATCH") => rest,
         _ => subject,
     }
 }

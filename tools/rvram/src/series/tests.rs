@@ -4,10 +4,10 @@ use super::*;
 
 const GOOD: &str = r#"
 subject = "rvram: P2P aliases for device-private pages"
-cover = "series/cover.txt"
-date = "2026-11-21 00:00:00 +0000"
-sources = ["drivers"]
-assisted_by = "LLM"
+cover = "series/rvram/cover.txt"
+prefix = "RFC PATCH"
+version = 3
+change_id = "20261126-rvram-0123456789ab"
 
 [[patch]]
 subject = "rvram: add a driver"
@@ -21,28 +21,131 @@ body = "Adds an op."
 diff = "series/0002.diff"
 "#;
 
+const LIST: &str = r#"
+date = "2026-11-21 00:00:00 +0000"
+sources = ["drivers"]
+assisted_by = "LLM"
+series = ["fixes", "rvram"]
+
+[base]
+name = "v7.3.4"
+"#;
+
+fn set(series: Vec<Series>) -> Set {
+    Set {
+        manifest: Manifest::parse(LIST).unwrap(),
+        series,
+    }
+}
+
+fn fix() -> Series {
+    Series::parse(
+        "fixes",
+        r#"
+subject = "mm: fixes"
+cover = "series/fixes/cover.txt"
+change_id = "20261126-fixes-0123456789ab"
+
+[[patch]]
+subject = "mm/hmm: fix it"
+body = "Fixes it.\n\nFixes: 0123456789ab (\"mm: break it\")\nCc: stable@vger.kernel.org"
+diff = "series/fixes/0001.diff"
+"#,
+    )
+    .unwrap()
+}
+
 #[test]
-fn parses_a_good_manifest() {
-    let m = Manifest::parse(GOOD).unwrap();
-    assert_eq!(m.patches.len(), 2);
+fn parses_a_good_series() {
+    let s = Series::parse("rvram", GOOD).unwrap();
+    assert_eq!(s.name, "rvram");
+    assert_eq!(s.patches.len(), 2);
+    assert_eq!(s.full_prefix(), "RFC PATCH v3");
+    assert_eq!(fix().full_prefix(), "PATCH");
     assert_eq!(
-        m.patches[0].files[Path::new("drivers/rvram/rvram.rs")],
+        s.patches[0].files[Path::new("drivers/rvram/rvram.rs")],
         PathBuf::from("drivers/misc/rvram/rvram.rs")
     );
     assert_eq!(
-        m.patches[1].diff.as_deref(),
+        s.patches[1].diff.as_deref(),
         Some(Path::new("series/0002.diff"))
     );
 }
 
 #[test]
-fn rejects_a_file_added_twice() {
+fn parses_the_list_of_series() {
+    let m = Manifest::parse(LIST).unwrap();
+    assert_eq!(m.series, ["fixes", "rvram"]);
+    assert_eq!(m.base.commit, None);
+    let with = LIST.replace("[base]", "[base]\ncommit = \"0123\"");
+    assert!(Manifest::parse(&with)
+        .unwrap_err()
+        .0
+        .contains("full commit id"));
+    let full = LIST.replace(
+        "[base]",
+        &format!("[base]\ncommit = \"{}\"", "a".repeat(40)),
+    );
+    assert!(Manifest::parse(&full).unwrap().base.commit.is_some());
+}
+
+#[test]
+fn requirements_come_before_and_exist() {
+    let mut rvram = Series::parse("rvram", GOOD).unwrap();
+    rvram.requires = vec!["fixes".into()];
+    let ok = set(vec![fix(), rvram]);
+    assert!(ok.validate().is_ok());
+    assert_eq!(ok.prerequisites(1), [0]);
+    assert!(ok.prerequisites(0).is_empty());
+
+    let mut rvram = Series::parse("rvram", GOOD).unwrap();
+    rvram.requires = vec!["nothing".into()];
+    assert!(set(vec![fix(), rvram])
+        .validate()
+        .unwrap_err()
+        .0
+        .contains("not a series"));
+
+    let mut early = fix();
+    early.requires = vec!["rvram".into()];
+    let rvram = Series::parse("rvram", GOOD).unwrap();
+    assert!(set(vec![early, rvram])
+        .validate()
+        .unwrap_err()
+        .0
+        .contains("comes after"));
+}
+
+#[test]
+fn rejects_a_file_added_twice_across_series() {
     let bad = GOOD.replace(
         "diff = \"series/0002.diff\"",
         "files = { \"drivers/rvram/rvram.rs\" = \"x/y.rs\" }",
     );
-    let e = Manifest::parse(&bad).unwrap_err();
-    assert!(e.0.contains("added by patches 1 and 2"), "{e}");
+    let s = Series::parse("rvram", &bad).unwrap();
+    let e = set(vec![fix(), s]).validate().unwrap_err();
+    assert!(
+        e.0.contains("added by rvram patch 1 and rvram patch 2"),
+        "{e}"
+    );
+}
+
+#[test]
+fn change_ids_and_fixes_tags_are_checked() {
+    assert!(check_change_id("20261126-rxe-fixes-286cc08cea33").is_ok());
+    assert!(check_change_id("2026-rxe-286cc08cea33").is_err());
+    assert!(check_change_id("20261126-rxe-286CC08CEA33").is_err());
+    assert!(check_change_id("20261126-286cc08cea33").is_err());
+    assert!(check_fixes("0123456789ab (\"mm: x\")").is_ok());
+    assert!(check_fixes("0123456 (\"mm: x\")").is_err());
+    assert!(check_fixes("0123456789ab mm: x").is_err());
+    let bad = GOOD.replace("Adds an op.", "Adds.\\n\\nFixes: 0123 (\\\"x: y\\\")");
+    assert!(Series::parse("rvram", &bad)
+        .unwrap_err()
+        .0
+        .contains("12 hex digits"));
+    let bad = GOOD.replace("RFC PATCH", "RFC");
+    assert!(Series::parse("rvram", &bad).is_err());
 }
 
 #[test]
@@ -53,13 +156,16 @@ fn rejects_bad_subjects() {
     assert!(check_subject("rvram: add a driver.").is_err());
     assert!(check_subject(&format!("rvram: {}", "x".repeat(80))).is_err());
     let bad = GOOD.replace("mm/hmm: add an alias op", "an alias op");
-    assert!(Manifest::parse(&bad).unwrap_err().0.starts_with("patch 2"));
+    assert!(Series::parse("rvram", &bad)
+        .unwrap_err()
+        .0
+        .starts_with("series rvram: patch 2"));
 }
 
 #[test]
 fn rejects_long_body_lines_and_manual_signoff() {
     let long = GOOD.replace("Adds an op.", &"word ".repeat(20));
-    assert!(Manifest::parse(&long)
+    assert!(Series::parse("rvram", &long)
         .unwrap_err()
         .0
         .contains("longer than 75"));
@@ -67,40 +173,50 @@ fn rejects_long_body_lines_and_manual_signoff() {
         "Adds an op.",
         &format!("Link: https://lore.kernel.org/{}", "x".repeat(80)),
     );
-    assert!(Manifest::parse(&url).is_ok());
+    assert!(Series::parse("rvram", &url).is_ok());
     let sob = GOOD.replace("Adds an op.", "Signed-off-by: A <a@b>");
-    assert!(Manifest::parse(&sob)
+    assert!(Series::parse("rvram", &sob)
         .unwrap_err()
         .0
         .contains("Signed-off-by"));
     let ab = GOOD.replace("Adds an op.", "Assisted-by: X");
-    assert!(Manifest::parse(&ab).unwrap_err().0.contains("Assisted-by"));
+    assert!(Series::parse("rvram", &ab)
+        .unwrap_err()
+        .0
+        .contains("Assisted-by"));
 }
 
 #[test]
 fn assisted_by_joins_the_trailer_block() {
     assert_eq!(
-        commit_message("a: b", "Text.\n", "LLM"),
+        commit_message("a: b", "Text.\n", "LLM", None),
         "a: b\n\nText.\n\nAssisted-by: LLM\n"
+    );
+    assert_eq!(
+        commit_message("a: b", "Text.\n", "LLM", Some("A B <a@b>")),
+        "a: b\n\nText.\n\nAssisted-by: LLM\nSigned-off-by: A B <a@b>\n"
     );
     assert_eq!(
         commit_message(
             "a: b",
             "Text.\n\nFixes: 0123456789ab (\"x: y\")\nCc: stable@vger.kernel.org\n",
-            "LLM"
+            "LLM",
+            None
         ),
         "a: b\n\nText.\n\nFixes: 0123456789ab (\"x: y\")\n\
              Cc: stable@vger.kernel.org\nAssisted-by: LLM\n"
     );
     // A paragraph that only mentions a trailer is not a trailer block.
-    assert!(commit_message("a: b", "Text.\n\nFixes the bug.", "LLM")
-        .ends_with("bug.\n\nAssisted-by: LLM\n"));
+    assert!(
+        commit_message("a: b", "Text.\n\nFixes the bug.", "LLM", None)
+            .ends_with("bug.\n\nAssisted-by: LLM\n")
+    );
 }
 
 #[test]
 fn rejects_unknown_keys_and_empty_patches() {
     let typo = GOOD.replace("diff = \"series/0002.diff\"", "dif = \"x\"");
-    assert!(Manifest::parse(&typo).is_err());
+    assert!(Series::parse("rvram", &typo).is_err());
 }
 
 #[test]
@@ -125,7 +241,29 @@ fn cover_letter_is_filled_and_dated() {
 }
 
 #[test]
+fn base_and_change_ids_follow_git_lines() {
+    let text = "A (1):\n  x: y\n\n\nbase-commit: 1111\nprerequisite-patch-id: 2222\n\
+                prerequisite-patch-id: 3333\n";
+    let out = fill_base(
+        text,
+        "1111",
+        "base-commit: abcd",
+        "20261126-x-0123456789ab",
+        &["20261126-y-0123456789ab:v1".to_string()],
+    )
+    .unwrap();
+    assert_eq!(
+        out,
+        "A (1):\n  x: y\n\n\nbase-commit: abcd\nprerequisite-patch-id: 2222\n\
+         prerequisite-patch-id: 3333\nchange-id: 20261126-x-0123456789ab\n\
+         prerequisite-change-id: 20261126-y-0123456789ab:v1\n"
+    );
+    assert!(fill_base("no base", "1111", "b", "c", &[]).is_err());
+}
+
+#[test]
 fn patch_prefixes_are_stripped() {
+    assert_eq!(strip_patch_prefix("[RFC PATCH v3 1/3] x: y"), "x: y");
     assert_eq!(strip_patch_prefix("[PATCH 2/5] mm/hmm: foo"), "mm/hmm: foo");
     assert_eq!(strip_patch_prefix("[PATCH] rvram: x"), "rvram: x");
     assert_eq!(strip_patch_prefix("[RFC] rvram: x"), "[RFC] rvram: x");
