@@ -3,8 +3,9 @@
 # `make bench`: what P2P aliases save, counted, in one rvram-rdma-test run
 # (rvram-rdma-test --bench-only, tests/rdma/src/bench/). For each target
 # size and 4 KiB / THP pages, with the target in system RAM, in rvram0's
-# VRAM with aliases (ib_core.odp_p2p_alias=1) and in VRAM with migration
-# (=0, which the binary sets and restores itself):
+# VRAM with aliases (p2p_alias on: the switch in rvram's debugfs of each
+# device-private GPU) and in VRAM with migration (p2p_alias off, which the
+# binary sets and restores itself):
 #  - the NIC's fault path alone: a synchronous ODP prefetch of the whole MR;
 #  - the NIC RDMA WRITEs the target, then the GPU uses it (MIGRATE_TO_DEV);
 #  - with two GPUs, rvram1 reads the target in rvram0's VRAM with and
@@ -18,15 +19,15 @@
 # Environment: RVRAM_TOP, RVRAM_RESULTS, RVRAM_GPUS (2 or more: the peer
 # part runs on /dev/rvram1).
 set -u
+. "$(dirname "$0")/rvram.sh"
 sizes=${1:-${RVRAM_BENCH_SIZES:-4M,64M}}
 bin=$RVRAM_TOP/target/release/rvram-rdma-test
-param=/sys/module/ib_core/parameters/odp_p2p_alias
 
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 ip link set lo up
 modprobe rdma_rxe || exit 1
 [ -e /sys/class/infiniband/rxe0 ] || rdma link add rxe0 type rxe netdev lo || exit 1
-insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" || exit 1
+rvram_load || exit 1
 peer=()
 if [ "${RVRAM_GPUS:-1}" -ge 2 ]; then
 	peer=(--peer /dev/rvram1)
@@ -37,8 +38,8 @@ rc=0
 "$bin" --device rxe0 --gid-index 1 --timeout 120 --vram /dev/rvram0 \
 	--bench-only --bench-sizes "$sizes" "${peer[@]}" \
 	--bench-out "$RVRAM_RESULTS/bench-alias.md" || rc=$?
-# The binary restores the parameter; make sure of the series' default.
-echo 1 > "$param"
+# The binary restores the switches; make sure of their default.
+rvram_p2p_alias on || rc=1
 for f in /sys/kernel/debug/rvram/rvram*/stats; do
 	echo "$f:"
 	cat "$f"

@@ -9,7 +9,8 @@
 # Environment: RVRAM_TOP, RVRAM_GUEST_BIN, RVRAM_RESULTS.
 set -u
 . "$(dirname "$0")/tap.sh"
-insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" || exit 1
+. "$(dirname "$0")/rvram.sh"
+rvram_load || exit 1
 out=$("$RVRAM_GUEST_BIN/rvram-cpumap-bench" 0)
 rc=$?
 tap_relay "" "$out"

@@ -4,11 +4,12 @@
 # on Soft-RoCE, written by the NIC, still in VRAM afterwards; then what the
 # alias saves against P2P aliases off (Linux 7.3 as released: the pages
 # migrate), in pages and bytes moved, from the benchmark's measurements
-# (rvram-rdma-test --demo sets ib_core.odp_p2p_alias itself and restores it).
+# (rvram-rdma-test --demo sets the GPUs' p2p_alias switches in rvram's
+# debugfs itself and restores them).
 set -u
+. "$(dirname "$0")/rvram.sh"
 say() { printf '\n=== rvram demo: %s\n' "$*"; }
 bin=$RVRAM_TOP/target/release/rvram-rdma-test
-param=/sys/module/ib_core/parameters/odp_p2p_alias
 args=(--device rxe0 --gid-index 1 --mtu 4096 --size 4M --timeout 120 --vram /dev/rvram0 --demo)
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 {
@@ -18,17 +19,17 @@ for d in /sys/bus/pci/devices/*; do
 	echo "$(basename "$d") behind $(readlink -f "$d" | sed 's|/sys/devices/||; s|/[^/]*$||')"
 	echo "  BAR2 (VRAM): $(($(stat -c %s "$d/resource2") >> 20)) MiB"
 done
-say "insmod rvram.ko"
-insmod "$RVRAM_TOP/drivers/rvram/rvram.ko"
+say "insmod rvram.ko, and the GPUs assigned to it (driver_override), in PCI address order"
+rvram_load
 dmesg | grep -E "rvram" | tail -6
 say "Soft-RoCE: rxe0 on lo"
 ip link set lo up
 modprobe rdma_rxe
 rdma link add rxe0 type rxe netdev lo
 rdma link show rxe0/1
-say "a 4 MiB buffer in rvram0's VRAM, ODP MR, RDMA WRITE with P2P aliases (this series); then against ib_core.odp_p2p_alias=0 (Linux 7.3 as released)"
+say "a 4 MiB buffer in rvram0's VRAM, ODP MR, RDMA WRITE with P2P aliases (this series); then with p2p_alias off (Linux 7.3 as released: migration)"
 "$bin" "${args[@]}" || echo "rvram demo: FAILED (rvram-rdma-test exit $?)"
-echo 1 > "$param"
+rvram_p2p_alias on
 say "rvram0's counters (/sys/kernel/debug/rvram/rvram0/stats)"
 cat /sys/kernel/debug/rvram/rvram0/stats
 rmmod rvram

@@ -3,13 +3,14 @@
 # benchmarks that compare lib/test_hmm with rvram. Sourced.
 #
 # Environment: RVRAM_KOBJ, RVRAM_TOP.
+. "$(dirname "$0")/rvram.sh"
 
 # dmirror_load test_hmm|rvram
 dmirror_load() {
 	case $1 in
 	test_hmm) insmod "$RVRAM_KOBJ/lib/test_hmm.ko" ;;
 	rvram)
-		insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" &&
+		rvram_load &&
 			ln -sf rvram0 /dev/hmm_dmirror0
 		;;
 	esac

@@ -48,6 +48,9 @@ fi
 case $plan in
 single)
 	expect kunit:rvram_vram kunit:rvram_dmirror rvram-probe hmm-tests-test_hmm hmm-race-test_hmm rvram-unbind rvram-abuse
+	# No edu device (no --dma-engines): the case of a device that is
+	# not an ivshmem GPU, assigned to rvram, skips.
+	expect_skips rvram-probe 1
 	run_suite rvram-probe "$T/rvram-probe.sh"
 	# test_hmm has no device-coherent memory: each of hmm-tests' 38
 	# hmm_device_coherent and hmm2_device_coherent variants skips.

@@ -12,6 +12,7 @@
 # Environment: RVRAM_KOBJ, RVRAM_GUEST_BIN, RVRAM_TOP, RVRAM_RESULTS.
 set -u
 . "$(dirname "$0")/dmirror.sh"
+. "$(dirname "$0")/rvram.sh"
 sizes=("$@")
 [ ${#sizes[@]} = 0 ] && sizes=(2 32)
 iters=9
@@ -24,7 +25,7 @@ echo "1..${#sizes[@]}"
 # Both drivers at once: their round trips take turns (hmm-bench), so a
 # drift of the host's speed hits both alike.
 dmirror_load test_hmm || exit 1
-insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" || exit 1
+rvram_load || exit 1
 # Not asserted: what a run did, in the log, to explain an outlier in the
 # table (folios against pages moved, VRAM allocation failures, THPs that
 # the source could not get or that migration split).

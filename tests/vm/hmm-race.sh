@@ -18,6 +18,7 @@
 # leaves HMM_DMIRROR_RELEASE out of test_hmm's mix. Prints TAP.
 set -u
 . "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/rvram.sh"
 
 provider=$1
 seconds=${2:-60}
@@ -48,7 +49,7 @@ test_hmm)
 	[ "${RVRAM_RACE_RELEASE:-1}" = 0 ] && args=(-R)
 	;;
 rvram)
-	insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" || exit 1
+	rvram_load || exit 1
 	dev=/dev/rvram0
 	[ -e /dev/rvram1 ] && args=(-p /dev/rvram1)
 	;;
@@ -101,7 +102,7 @@ if [ "$provider" = rvram ]; then
 	unbind_s=$(((seconds / 2) / 3 + 1))
 	for round in $(seq "${RVRAM_RACE_UNBIND_ROUNDS:-1}"); do
 		[ "$round" = 1 ] || echo "# unbind round $round"
-		(sleep "$unbind_s"; echo "$gpu" > /sys/bus/pci/drivers/rvram/unbind) &
+		(sleep "$unbind_s"; rvram_unbind "$gpu") &
 		unbinder=$!
 		race $((seconds / 2)) $((seed + round)) "${args[@]}" "$dev"
 		rc=$?
@@ -113,7 +114,7 @@ if [ "$provider" = rvram ]; then
 		tap_eq "unbind: $gpu unbound after ${unbind_s} s" 0 "$urc"
 		tap_check "unbind: the data thread saw the device go away" \
 			grep -q "the device went away" <<< "$out"
-		echo "$gpu" > /sys/bus/pci/drivers/rvram/bind
+		rvram_bind "$gpu"
 		tap_check "unbind: $gpu bound again" test -e /dev/rvram0
 	done
 fi

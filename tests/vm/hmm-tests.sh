@@ -7,15 +7,17 @@
 #   hmm-tests.sh rvram        rvram.ko on the emulated GPUs: /dev/hmm_dmirrorN
 #                             are pointed at /dev/rvramN. With four GPUs,
 #                             rvram2 and rvram3 bind as device-coherent
-#                             memory (coherent=0xc): hmm-tests' coherent
-#                             variants use hmm_dmirror2 and 3 (and device 0,
-#                             private, in the anon_write_child cases).
+#                             memory (driver rvram-coherent): hmm-tests'
+#                             coherent variants use hmm_dmirror2 and 3 (and
+#                             device 0, private, in the anon_write_child
+#                             cases).
 #
 # Environment: RVRAM_KOBJ (kernel objects), RVRAM_HMM_TESTS (the binary),
 # RVRAM_HMM_ONLY (development: a comma-separated list of case names to run,
 # instead of the whole suite minus the exclusions).
 # Prints the selftest's TAP; exits with its status.
 set -u
+. "$(dirname "$0")/rvram.sh"
 provider=$1
 shift
 only=${RVRAM_HMM_ONLY:-}
@@ -34,10 +36,11 @@ rvram)
 	set -- "$@" -T benchmark_thp_migration
 	echo "# excluded: benchmark_thp_migration (wall-clock bound)" >&2
 	[ -n "$only" ] && set --
-	coherent=0
-	[ "${RVRAM_GPUS:-1}" -ge 4 ] && coherent=0xc
-	insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" coherent=$coherent || exit 1
-	echo "# rvram loaded with coherent=$coherent" >&2
+	kinds=()
+	[ "${RVRAM_GPUS:-1}" -ge 4 ] && kinds=(rvram rvram rvram-coherent rvram-coherent)
+	rvram_load "${kinds[@]}" || exit 1
+	echo "# rvram loaded; GPUs and drivers in PCI address order:" \
+		"$(for g in $(rvram_gpus); do printf '%s %s; ' "$g" "$(rvram_driver "$g")"; done)" >&2
 	for n in 0 1 2 3; do
 		[ -e /dev/rvram$n ] && ln -sf rvram$n /dev/hmm_dmirror$n
 	done

@@ -5,12 +5,15 @@
 # odp_dma test NIC (tests/odp-dma/) on two QEMU edu devices, one under the
 # GPUs' PCIe switch and one behind its own root port on the host bridge
 # (tools/vm.sh --dma-engines), DMAs into an ODP MR over rvram VRAM, with
-# P2P aliases, then with the VRAM bound as device-coherent memory. Each
-# is a registered IB device while the module is loaded.
+# P2P aliases, then with the VRAM bound as device-coherent memory (driver
+# rvram-coherent). Each is a registered IB device while the module is
+# loaded.
 set -u
 . "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/rvram.sh"
+mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 modprobe ib_core || exit 1
-insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" || exit 1
+rvram_load || exit 1
 insmod "$RVRAM_TOP/tests/odp-dma/odp_dma.ko" || exit 1
 # Both drivers log "PCI_ADDR: NAME: ..." when they bind.
 declare -A pci
@@ -67,7 +70,8 @@ tap_eq "its IB devices are unregistered" "" \
 	"$(ls -d /sys/bus/pci/devices/{"${pci[odp_dma$near]}","${pci[odp_dma$far]}"}/infiniband 2>/dev/null)"
 tap_check "rmmod rvram" rmmod rvram
 # The same NICs over device-coherent VRAM: mapped as memory, no alias.
-tap_check "insmod rvram.ko coherent=1" insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" coherent=1
+tap_check "rvram_load: rvram0 to driver rvram-coherent, the other GPUs to rvram" \
+	rvram_load rvram-coherent
 tap_check "insmod odp_dma again" insmod "$RVRAM_TOP/tests/odp-dma/odp_dma.ko"
 out=$("$RVRAM_GUEST_BIN/odp-dma-test" 0 "${pci[rvram0]}" "$near" "$far" coherent)
 rc=$?

@@ -5,12 +5,13 @@
 # 1024 and 4096, every byte checked by the NIC and through a CPU mapping,
 # bad registrations, then the GPU unbound under the live MR and bound again.
 set -u
+. "$(dirname "$0")/rvram.sh"
 bin=$RVRAM_TOP/target/release/rvram-rdma-test
 
 ip link set lo up
 modprobe rdma_rxe || exit 1
 [ -e /sys/class/infiniband/rxe0 ] || rdma link add rxe0 type rxe netdev lo || exit 1
-insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" || exit 1
+rvram_load || exit 1
 # rvram logs "PCI_ADDR: rvramN: ..." when it binds a GPU; the last is current.
 gpu=$(dmesg | sed -n 's/.* \([0-9a-f]\{4\}:[0-9a-f:.]*\): rvram0: .* MiB of VRAM.*/\1/p' | tail -1)
 if [ -z "$gpu" ]; then

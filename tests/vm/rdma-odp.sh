@@ -5,11 +5,12 @@
 #   rdma-odp.sh ram       target in system RAM (catches the rxe offset bug)
 #   rdma-odp.sh alias     target in rvram's VRAM: rxe uses P2P aliases,
 #                         nothing migrates
-#   rdma-odp.sh migrate   the same with ib_core.odp_p2p_alias=0: the
-#                         status quo, every touched page migrates
+#   rdma-odp.sh migrate   the same with the GPUs' P2P alias switches off
+#                         (debugfs rvramN/p2p_alias): the status quo,
+#                         every touched page migrates
 #   rdma-odp.sh coherent  target in rvram0's VRAM bound as device-coherent
-#                         memory (rvram coherent=1): rxe maps the pages as
-#                         they are, no alias and no migration
+#                         memory (driver rvram-coherent): rxe maps the
+#                         pages as they are, no alias and no migration
 #
 # The alias run ends with the smallest cell of the alias benchmark
 # (rvram-rdma-test --bench: 4 MiB, 4 KiB pages, RAM / VRAM with aliases /
@@ -18,9 +19,9 @@
 #
 # Environment: RVRAM_TOP, RVRAM_RESULTS.
 set -u
+. "$(dirname "$0")/rvram.sh"
 mode=$1
 bin=$RVRAM_TOP/target/release/rvram-rdma-test
-param=/sys/module/ib_core/parameters/odp_p2p_alias
 
 ip link set lo up
 modprobe rdma_rxe || exit 1
@@ -42,19 +43,21 @@ ram)
 	"$bin" "${args[@]}" || rc=$?
 	;;
 alias | migrate | coherent)
-	coherent=0
-	[ "$mode" = coherent ] && coherent=1
-	insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" coherent=$coherent || exit 1
-	if [ "$mode" = migrate ]; then
-		echo 0 > "$param" || exit 1
-	else
-		echo 1 > "$param" || exit 1
-	fi
+	mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
+	kinds=()
+	[ "$mode" = coherent ] && kinds=(rvram-coherent)
+	rvram_load "${kinds[@]}" || exit 1
+	# The P2P alias switch of every device-private GPU (a coherent
+	# GPU has none).
+	case $mode in
+	alias) rvram_p2p_alias on || exit 1 ;;
+	migrate) rvram_p2p_alias off || exit 1 ;;
+	esac
 	# A small target: every case migrates all of it into VRAM first.
 	bench=()
 	if [ "$mode" = alias ]; then
 		# One cell of the benchmark, all three placements (it sets the
-		# parameter itself and restores it): the NIC's fault path by ODP
+		# switches itself and restores them): the NIC's fault path by ODP
 		# prefetch and the NIC-then-GPU pipeline, counters asserted; one
 		# bandwidth repetition. The migrate run adds nothing to it.
 		bench=(--bench --bench-sizes 4M --bench-pages 4k --bench-reps 1
@@ -62,7 +65,9 @@ alias | migrate | coherent)
 	fi
 	"$bin" "${args[@]}" --size 512K --vram /dev/rvram0 --expect "$mode" \
 		"${bench[@]}" || rc=$?
-	echo 1 > "$param"
+	if [ "$mode" = migrate ]; then
+		rvram_p2p_alias on
+	fi
 	cat /sys/kernel/debug/rvram/rvram0/stats >&2
 	rmmod rvram || rc=1
 	;;

@@ -4,14 +4,15 @@
 # through an ODP MR on Soft-RoCE, with P2P aliases (tests/rdma/src/unbind.rs):
 # every operation completes with the right data, then the GPU is bound again.
 set -u
+. "$(dirname "$0")/rvram.sh"
 bin=$RVRAM_TOP/target/release/rvram-rdma-test
-param=/sys/module/ib_core/parameters/odp_p2p_alias
 
 ip link set lo up
 modprobe rdma_rxe || exit 1
 [ -e /sys/class/infiniband/rxe0 ] || rdma link add rxe0 type rxe netdev lo || exit 1
-insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" || exit 1
-echo 1 > "$param" || exit 1
+mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
+rvram_load || exit 1
+rvram_p2p_alias on || exit 1
 # rvram logs "PCI_ADDR: rvramN: ..." when it binds a GPU; the last is current.
 gpu=$(dmesg | sed -n 's/.* \([0-9a-f]\{4\}:[0-9a-f:.]*\): rvram0: .* MiB of VRAM.*/\1/p' | tail -1)
 if [ -z "$gpu" ]; then

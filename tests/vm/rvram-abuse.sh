@@ -9,8 +9,9 @@
 # Environment: RVRAM_TOP, RVRAM_GUEST_BIN.
 set -u
 . "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/rvram.sh"
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
-insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" || exit 1
+rvram_load || exit 1
 
 # A memory cgroup of its own, for the accounting checks (skipped without).
 cg=/sys/fs/cgroup

@@ -4,7 +4,8 @@
 # GPUs under the PCIe switch and one far GPU behind its own root port
 # (tools/vm.sh --gpus 2 --far-gpus 1).
 set -u
-insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" || exit 1
+. "$(dirname "$0")/rvram.sh"
+rvram_load || exit 1
 # rvram logs "PCI_ADDR: rvramN: ..." when it binds a GPU.
 declare -A pci
 while read -r addr name; do

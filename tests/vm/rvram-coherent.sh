@@ -1,16 +1,18 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # Device-coherent VRAM: rvram2 and rvram3 bind as device-coherent memory
-# (coherent=0xc) next to device-private rvram0 and rvram1; the BAR itself
-# is the pagemap; CPU and device share the pages without migrating them;
-# pages migrated into it are charged to the dmem cgroup controller; a
-# rebind while a file still holds the old pagemap fails cleanly.
+# (driver rvram-coherent) next to device-private rvram0 and rvram1 (driver
+# rvram); the BAR itself is the pagemap; CPU and device share the pages
+# without migrating them; pages migrated into it are charged to the dmem
+# cgroup controller; a rebind while a file still holds the old pagemap
+# fails cleanly.
 # Environment: RVRAM_TOP, RVRAM_GUEST_BIN, RVRAM_GPUS (4).
 set -u
 . "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/rvram.sh"
 
-MOD=$RVRAM_TOP/drivers/rvram/rvram.ko
-DRV=/sys/bus/pci/drivers/rvram
+# The driver of the device-coherent GPUs.
+DRV=/sys/bus/pci/drivers/rvram-coherent
 DBG=/sys/kernel/debug/rvram
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 
@@ -30,14 +32,20 @@ pci_of() {
 	log | sed -n "s/.* \([0-9a-f]\{4\}:[0-9a-f:.]*\): $1: .* MiB of VRAM.*/\1/p" | tail -1
 }
 
-tap_check "insmod rvram.ko coherent=0xc" insmod "$MOD" coherent=0xc
+tap_check "rvram_load: rvram0 and rvram1 to driver rvram, rvram2 and rvram3 to rvram-coherent" \
+	rvram_load rvram rvram rvram-coherent rvram-coherent
+tap_eq "rvram0 and rvram1 are bound to driver rvram, rvram2 and rvram3 to rvram-coherent" \
+	"rvram0 rvram rvram1 rvram rvram2 rvram-coherent rvram3 rvram-coherent" \
+	"$(for n in 0 1 2 3; do echo "rvram$n $(rvram_driver "$(pci_of rvram$n)")"; done | tr '\n' ' ' | sed 's/ $//')"
 for n in 0 1; do
 	tap_check "rvram$n is device-private" grep -q "rvram$n: .*, device-private)" <(log)
 	tap_check "rvram$n has P2PDMA alias pages" test -e "$DBG/rvram$n/p2pdma_pfn"
+	tap_eq "rvram$n has a P2P alias switch, on" Y "$(cat "$DBG/rvram$n/p2p_alias" 2>/dev/null)"
 done
 for n in 2 3; do
 	tap_check "rvram$n is device-coherent" grep -q "rvram$n: .*, device-coherent)" <(log)
 	tap_check "rvram$n has no P2PDMA pages" test ! -e "$DBG/rvram$n/p2pdma_pfn"
+	tap_check "rvram$n has no P2P alias switch" test ! -e "$DBG/rvram$n/p2p_alias"
 	pci=$(pci_of rvram$n)
 	bar=$(sed -n 3p "/sys/bus/pci/devices/$pci/resource" | cut -d' ' -f1)
 	tap_eq "rvram$n: the pagemap is BAR2 itself" "$((bar >> 12))" \
@@ -73,20 +81,20 @@ tap_eq "rvram-dmem coherent exited cleanly" 0 "$rc"
 # meanwhile fails with a log line instead of mapping the BAR twice.
 pci=$(pci_of rvram2)
 tap_check "rvram2's PCI address is in its probe line ($pci)" test -n "$pci"
-# sysfs writes report the driver's error as the write's.
-sysfs_write() { echo "$2" > "$1"; }
+# rvram_bind writes the driver's bind file, which reports the probe's
+# error as the write's.
 fails() { ! "$@"; }
 # Without the file held, the failed bind below would test nothing.
 exec 3<> /dev/rvram2
 tap_eq "open /dev/rvram2 and hold it" 0 $?
-tap_check "unbind rvram2 with a file open" sysfs_write "$DRV/unbind" "$pci"
+tap_check "unbind rvram2 with a file open" rvram_unbind "$pci"
 tap_check "... it is unbound" test ! -e "$DRV/$pci"
-tap_check "bind while the old pagemap is held fails" fails sysfs_write "$DRV/bind" "$pci"
+tap_check "bind while the old pagemap is held fails" fails rvram_bind "$pci"
 tap_check "... and leaves it unbound" test ! -e "$DRV/$pci"
 tap_check "... with a log line" grep -q "$pci: cannot map BAR2 as device-coherent memory" <(log)
-tap_check "... and EBUSY" grep -q "$pci: probe with driver rvram failed with error -16" <(log)
+tap_check "... and EBUSY" grep -q "$pci: probe with driver rvram-coherent failed with error -16" <(log)
 exec 3>&-
-tap_check "bind after the file is closed" sysfs_write "$DRV/bind" "$pci"
+tap_check "bind after the file is closed" rvram_bind "$pci"
 tap_check "... it is bound" test -e "$DRV/$pci"
 tap_check "rvram2 is device-coherent again" \
 	test "$(log | grep -c 'rvram2: .*, device-coherent)')" -eq 2

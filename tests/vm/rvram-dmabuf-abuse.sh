@@ -9,8 +9,10 @@
 # RVRAM_ABUSE_SEED=N replays the racing part's choices.
 set -u
 . "$(dirname "$0")/tap.sh"
-insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" || exit 1
-gpu=$(basename "$(ls -d /sys/bus/pci/drivers/rvram/0000:* | head -1)")
+. "$(dirname "$0")/rvram.sh"
+rvram_load || exit 1
+# rvram0: the first GPU by PCI address.
+gpu=$(rvram_gpus | head -1)
 lines=$(dmesg | wc -l)
 tap_bounded 300 /tmp/rvram-dmabuf-abuse.out \
 	"$RVRAM_GUEST_BIN/rvram-dmabuf-abuse" 0 "$gpu" ${RVRAM_ABUSE_SEED:-}

@@ -10,6 +10,7 @@
 # Environment: RVRAM_TOP, RVRAM_GUEST_BIN.
 set -u
 . "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/rvram.sh"
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 cg=/sys/fs/cgroup
 mountpoint -q $cg || mount -t cgroup2 none $cg 2> /dev/null
@@ -24,7 +25,7 @@ tap_check "dmem enabled in the root's cgroup.subtree_control" \
 
 since=$(dmesg | wc -l)
 log() { dmesg | tail -n +$((since + 1)); }
-insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" || exit 1
+rvram_load || exit 1
 # rvram0's PCI address, from its probe line.
 pci=$(log | sed -n 's/.* \([0-9a-f]\{4\}:[0-9a-f:.]*\): rvram0: .* MiB of VRAM.*/\1/p' | tail -1)
 tap_check "rvram0 is device-private ($pci)" grep -q "rvram0: .*, device-private)" <(log)

@@ -29,6 +29,7 @@
 # Prints TAP.
 set -u
 . "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/rvram.sh"
 
 seed=${RVRAM_STRESS_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 scale=${RVRAM_STRESS_SCALE:-1}
@@ -37,7 +38,7 @@ out=$RVRAM_RESULTS/rvram-stress.out
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 
 echo "# seed $seed, scale $scale"
-insmod "$RVRAM_TOP/drivers/rvram/rvram.ko" || exit 1
+rvram_load || exit 1
 if [ ! -e /dev/rvram1 ]; then
 	echo "rvram-stress.sh: needs two GPUs" >&2
 	exit 2

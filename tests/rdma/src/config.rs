@@ -81,14 +81,14 @@ impl FromStr for PathMtu {
 pub enum Expect {
     /// Access them through their P2P alias: rvram's `alias_grants` rises,
     /// `migrated_to_ram` stays flat and the pages stay in VRAM
-    /// (`ib_core.odp_p2p_alias=1`).
+    /// (the GPU's `p2p_alias` switch on).
     Alias,
     /// Migrate them back to system RAM first: `migrated_to_ram` rises and
-    /// `alias_grants` stays flat (`ib_core.odp_p2p_alias=0`).
+    /// `alias_grants` stays flat (the GPU's `p2p_alias` switch off).
     Migrate,
-    /// The GPU's VRAM is device-coherent (`rvram coherent=`): rxe maps
-    /// the pages like system memory, so neither counter moves and the
-    /// pages stay in VRAM.
+    /// The GPU's VRAM is device-coherent (the GPU is bound to the driver
+    /// `rvram-coherent`): rxe maps the pages like system memory, so
+    /// neither counter moves and the pages stay in VRAM.
     Coherent,
 }
 
@@ -322,9 +322,10 @@ options:
                              the touched pages still in VRAM
   --bench            with --vram, after the suite: what P2P aliases save, at
                      MTU 4096, for each size x page kind, with the target in
-                     system RAM, in VRAM with aliases (odp_p2p_alias=1) and
-                     in VRAM with migration (odp_p2p_alias=0; the bench sets
-                     the parameter and restores it): the NIC's fault path
+                     system RAM, in VRAM with aliases (p2p_alias on) and in
+                     VRAM with migration (p2p_alias off: the bench sets the
+                     switch of every device-private GPU in rvram's debugfs
+                     and restores it): the NIC's fault path
                      alone (a synchronous ODP prefetch of the whole MR), the
                      NIC-writes-then-GPU-uses pipeline, with --peer a second
                      GPU reading the target, and RDMA bandwidth. TAP points
@@ -344,7 +345,7 @@ options:
   --demo             with --vram: instead of the suite, tell the story: a
                      buffer moved into VRAM, written by the NIC through an
                      ODP MR, where its pages are afterwards, then what the
-                     alias saves against migration (odp_p2p_alias=0), in
+                     alias saves against migration (p2p_alias off), in
                      pages, bytes and the bench's fault-path and pipeline
                      measurements
   --unbind PCI_ADDR  with --vram: instead of the suite, unbind the GPU at

@@ -8,8 +8,8 @@
 //! the CPU reads the buffer, which migrates it back to system RAM, and
 //! checks it too.
 //!
-//! Then what the alias saves, side by side with migration
-//! (`ib_core.odp_p2p_alias=0`, Linux 7.3 as released), from the benchmark's
+//! Then what the alias saves, side by side with migration (the GPUs'
+//! `p2p_alias` switches off, Linux 7.3 as released), from the benchmark's
 //! own measurements ([`crate::bench`]) on fresh buffers of the same size:
 //! the pages and bytes the NIC's fault path moves, and the NIC-writes-then-
 //! GPU-uses pipeline. Times are shown, but labelled as what they are: QEMU
@@ -22,7 +22,7 @@ use crate::config::{Config, Pages};
 use crate::mmap::Mmap;
 use crate::pattern;
 use crate::verbs::{self, Device, SendOp, Side};
-use crate::vram::{self, OdpAliasParam, Vram};
+use crate::vram::{self, AliasSwitch, Vram};
 
 const SEED: u32 = 0xdec0_de00;
 
@@ -33,14 +33,14 @@ pub const PROJECTION_DOC: &str = "Documentation/misc-devices/rvram.rst";
 /// prints as it goes. Errors say which step or check failed.
 pub fn run_demo(cfg: &Config) -> Result<(), String> {
     let vram_cfg = cfg.vram.as_ref().ok_or("--demo needs --vram /dev/rvramN")?;
-    // Restores the parameter's value when the demo ends, however it ends.
-    let param = OdpAliasParam::open()?;
-    param.set(true)?;
+    // Restores the switches when the demo ends, however it ends.
+    let aliases = AliasSwitch::open()?;
+    aliases.set(true)?;
     story(cfg, &vram_cfg.device)?;
 
     let len = cfg.size;
     println!(
-        "\n6. what the alias saves against migration (odp_p2p_alias=0, Linux 7.3 as\n   \
+        "\n6. what the alias saves against migration (p2p_alias off, Linux 7.3 as\n   \
          released): fresh {} buffers in VRAM, measured by the bench's code\n   \
          (rvram-rdma-test --bench; make bench has more sizes, THP, a GPU peer)",
         bench::size_text(len)
@@ -99,7 +99,7 @@ fn story(cfg: &Config, device: &std::path::Path) -> Result<(), String> {
     let len = cfg.size;
     let pages = vram::pages(len);
     println!(
-        "{len} bytes ({pages} pages), {} at MTU {mtu}, ib_core.odp_p2p_alias=1 \
+        "{len} bytes ({pages} pages), {} at MTU {mtu}, p2p_alias on \
          (rvram counts folios in migrated_to_*: a 2 MiB folio is one migration or alias grant)",
         cfg.device
     );

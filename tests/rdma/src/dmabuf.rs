@@ -386,7 +386,7 @@ fn unbind_under_mr(
     mtu: PathMtu,
     gpu: &str,
 ) -> Result<Vec<String>, String> {
-    unbind::sysfs_write(&Path::new(unbind::DRIVER).join("unbind"), gpu)?;
+    unbind::unbind_gpu(gpu)?;
     let mut notes = vec![format!("{gpu} unbound with the MR registered")];
     let timeout = case.cfg.timeout;
     // Each failed request leaves the QPs in the error state: a new pair

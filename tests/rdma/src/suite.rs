@@ -288,11 +288,11 @@ impl<'c, 't, 'l> Run<'c, 't, 'l> {
         ));
         if let Some(v) = &self.vram {
             lines.push(format!(
-                "VRAM mode: {} (counters {}), expect {}; ib_core.odp_p2p_alias {}",
+                "VRAM mode: {} (counters {}), expect {}; P2P alias switches: {}",
                 v.gpu.device().display(),
                 v.gpu.stats_file().display(),
                 v.expect,
-                vram::odp_p2p_alias_param().unwrap_or_else(|| "not present".to_owned())
+                vram::p2p_alias_state()
             ));
         }
         lines

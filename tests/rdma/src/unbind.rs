@@ -3,12 +3,12 @@
 //! MR.
 //!
 //! The target is moved into VRAM, registered with ODP and read once by the
-//! NIC (with `ib_core.odp_p2p_alias=1` rxe maps the VRAM pages through
-//! their P2P aliases at registration). Then a second thread unbinds the GPU
-//! through sysfs while this one keeps going in short rounds: an RDMA WRITE
-//! of one page with new data, then an RDMA READ of another page, checked
-//! against what the NIC wrote so far; after the unbind, a READ of the whole
-//! target is checked too.
+//! NIC (with the GPU's `p2p_alias` switch on, rxe maps the VRAM pages
+//! through their P2P aliases at registration). Then a second thread unbinds
+//! the GPU through sysfs while this one keeps going in short rounds: an
+//! RDMA WRITE of one page with new data, then an RDMA READ of another page,
+//! checked against what the NIC wrote so far; after the unbind, a READ of
+//! the whole target is checked too.
 //!
 //! rvram evacuates VRAM to system RAM before its device goes away, and each
 //! page's migration invalidates the NIC's mapping of it first, so the NIC
@@ -19,6 +19,12 @@
 //!
 //! Afterwards the CPU reads every byte, the still-open dmirror file reports
 //! `ENODEV`, and the GPU is bound again for whatever runs next.
+//!
+//! rvram registers two PCI drivers, `rvram` (device-private VRAM) and
+//! `rvram-coherent`, each binding only the devices assigned to it through
+//! `driver_override`: the GPU is unbound through its own `driver/unbind`
+//! and bound again through the `bind` file of the driver it is assigned
+//! to.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -48,8 +54,10 @@ const SEED_INITIAL: u32 = 0x0b1d_0b1d;
 const ENODEV: i32 = 19;
 /// The name of the first TAP point, whose failure ends the case.
 const SETUP: &str = "target in VRAM, registered, read by the NIC";
-/// The sysfs directory of rvram's PCI driver.
-pub(crate) const DRIVER: &str = "/sys/bus/pci/drivers/rvram";
+/// The sysfs directory of the PCI devices.
+const DEVICES: &str = "/sys/bus/pci/devices";
+/// The sysfs directory of the PCI drivers.
+const DRIVERS: &str = "/sys/bus/pci/drivers";
 
 /// What the NIC last wrote into each page of the target.
 struct Model {
@@ -276,7 +284,7 @@ impl<'a> Case<'a> {
                     std::thread::sleep(Duration::from_millis(1));
                 }
                 let t = Instant::now();
-                let r = sysfs_write(&Path::new(DRIVER).join("unbind"), gpu);
+                let r = unbind_gpu(gpu);
                 let _ = done_tx.send(());
                 (r, t.elapsed())
             });
@@ -354,7 +362,7 @@ impl<'a> Case<'a> {
     }
 }
 
-pub(crate) fn sysfs_write(path: &Path, value: &str) -> Result<(), String> {
+fn sysfs_write(path: &Path, value: &str) -> Result<(), String> {
     OpenOptions::new()
         .write(true)
         .open(path)
@@ -362,9 +370,39 @@ pub(crate) fn sysfs_write(path: &Path, value: &str) -> Result<(), String> {
         .map_err(|e| format!("write {value} to {}: {e}", path.display()))
 }
 
-/// Binds `gpu` to rvram again and waits for `device` to come back.
+/// Unbinds the GPU at PCI address `gpu` from its driver (`rvram` or
+/// `rvram-coherent`), through the device's own `driver/unbind`.
+pub(crate) fn unbind_gpu(gpu: &str) -> Result<(), String> {
+    sysfs_write(&Path::new(DEVICES).join(gpu).join("driver/unbind"), gpu)
+}
+
+/// The driver a `driver_override` file's text assigns the device to, if
+/// any: an unset one reads `(null)`.
+fn override_driver(text: &str) -> Option<&str> {
+    match text.trim() {
+        "" | "(null)" => None,
+        name => Some(name),
+    }
+}
+
+/// The driver the GPU at `gpu` is assigned to (its `driver_override`).
+fn assigned_driver(gpu: &str) -> Result<String, String> {
+    let path = Path::new(DEVICES).join(gpu).join("driver_override");
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| format!("read {}: {e}", path.display()))?;
+    override_driver(&text).map(str::to_owned).ok_or_else(|| {
+        format!(
+            "{gpu} is assigned to no driver ({} is {text:?})",
+            path.display()
+        )
+    })
+}
+
+/// Binds `gpu` again to the driver it is assigned to and waits for
+/// `device` to come back.
 pub(crate) fn bind(gpu: &str, device: &Path) -> Result<Vec<String>, String> {
-    sysfs_write(&Path::new(DRIVER).join("bind"), gpu)?;
+    let name = assigned_driver(gpu)?;
+    sysfs_write(&Path::new(DRIVERS).join(&name).join("bind"), gpu)?;
     let deadline = Instant::now() + Duration::from_secs(10);
     while !device.exists() {
         if Instant::now() > deadline {
@@ -372,12 +410,27 @@ pub(crate) fn bind(gpu: &str, device: &Path) -> Result<Vec<String>, String> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let driver: PathBuf = Path::new("/sys/bus/pci/devices").join(gpu).join("driver");
+    let driver: PathBuf = Path::new(DEVICES).join(gpu).join("driver");
     match std::fs::read_link(&driver) {
-        Ok(p) if p.ends_with("rvram") => {
-            Ok(vec![format!("{gpu} bound, {} back", device.display())])
-        }
-        Ok(p) => Err(format!("{gpu} is bound to {}", p.display())),
+        Ok(p) if p.file_name() == Some(name.as_ref()) => Ok(vec![format!(
+            "{gpu} bound to {name}, {} back",
+            device.display()
+        )]),
+        Ok(p) => Err(format!("{gpu} is bound to {}, not {name}", p.display())),
         Err(e) => Err(format!("{}: {e}", driver.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn driver_override_text() {
+        assert_eq!(override_driver("rvram\n"), Some("rvram"));
+        assert_eq!(override_driver("rvram-coherent\n"), Some("rvram-coherent"));
+        assert_eq!(override_driver("(null)\n"), None);
+        assert_eq!(override_driver("\n"), None);
+        assert_eq!(override_driver(""), None);
     }
 }

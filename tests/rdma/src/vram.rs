@@ -539,21 +539,63 @@ pub fn resident_huge(snapshot: &[u8]) -> usize {
         .count()
 }
 
-/// `ib_core`'s `odp_p2p_alias` module parameter (the series): 1 maps
-/// device-private pages of ODP MRs through their P2P alias, 0 migrates
-/// them to system RAM as Linux 7.3 does.
-pub const ODP_P2P_ALIAS_PARAM: &str = "/sys/module/ib_core/parameters/odp_p2p_alias";
+/// rvram's debugfs directory: an `rvramN` directory for each bound GPU.
+pub const DEBUGFS: &str = "/sys/kernel/debug/rvram";
 
-/// The value of `ib_core`'s `odp_p2p_alias` module parameter, if the
-/// running kernel has it.
-pub fn odp_p2p_alias_param() -> Option<String> {
-    std::fs::read_to_string(ODP_P2P_ALIAS_PARAM)
-        .ok()
-        .map(|s| s.trim().to_owned())
+/// The P2P alias switches of the device-private GPUs bound now,
+/// `DEBUGFS/rvramN/p2p_alias`, in GPU order (device-coherent GPUs have
+/// none). On (`Y`, the default), rvram gives its pages' P2P aliases and
+/// the NIC maps an ODP MR's pages in VRAM through them; off (`N`), it
+/// refuses them and ODP faults migrate the pages to system RAM, as Linux
+/// 7.3 does.
+pub fn p2p_alias_switches() -> Vec<PathBuf> {
+    let Ok(dir) = std::fs::read_dir(DEBUGFS) else {
+        return Vec::new();
+    };
+    let mut switches: Vec<(u32, PathBuf)> = dir
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let index = gpu_index(entry.file_name().to_str()?)?;
+            let switch = entry.path().join("p2p_alias");
+            switch.exists().then_some((index, switch))
+        })
+        .collect();
+    switches.sort();
+    switches.into_iter().map(|(_, switch)| switch).collect()
 }
 
-/// Whether a bool module parameter's text (`Y`, `N`, `1`, `0`) is on.
-pub fn param_is_on(text: &str) -> Option<bool> {
+/// N of a debugfs directory `rvramN`.
+fn gpu_index(name: &str) -> Option<u32> {
+    name.strip_prefix("rvram")
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))?
+        .parse()
+        .ok()
+}
+
+/// What the P2P alias switches read, for the log: `rvram0 Y, rvram1 Y`,
+/// or `none` if no GPU has one.
+pub fn p2p_alias_state() -> String {
+    let state: Vec<String> = p2p_alias_switches()
+        .iter()
+        .map(|switch| {
+            let gpu = switch
+                .parent()
+                .and_then(Path::file_name)
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+            let value = std::fs::read_to_string(switch)
+                .map_or_else(|err| format!("({err})"), |v| v.trim().to_owned());
+            format!("{gpu} {value}")
+        })
+        .collect();
+    if state.is_empty() {
+        "none".to_owned()
+    } else {
+        state.join(", ")
+    }
+}
+
+/// Whether a debugfs bool's text (`Y`, `N`; also `1`, `0`) is on.
+pub fn bool_is_on(text: &str) -> Option<bool> {
     match text.trim() {
         "Y" | "y" | "1" => Some(true),
         "N" | "n" | "0" => Some(false),
@@ -561,49 +603,76 @@ pub fn param_is_on(text: &str) -> Option<bool> {
     }
 }
 
-/// Control of `ib_core.odp_p2p_alias` for the life of the value: it
-/// remembers the value it found and writes it back when dropped (also
-/// when a measurement fails part way, or panics).
+/// Reads the P2P alias switch at `path`.
+fn read_switch(path: &Path) -> Result<bool, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|err| format!("read {}: {err} (are we root?)", path.display()))?;
+    bool_is_on(&text).ok_or_else(|| format!("{}: unexpected value {text:?}", path.display()))
+}
+
+/// The text that sets a switch.
+fn switch_text(on: bool) -> &'static str {
+    if on {
+        "Y"
+    } else {
+        "N"
+    }
+}
+
+/// The P2P alias switch of every device-private GPU
+/// ([`p2p_alias_switches`]) for the life of the value: it remembers what
+/// each read when opened and writes that back when dropped (also when a
+/// measurement fails part way, or panics).
 #[derive(Debug)]
-pub struct OdpAliasParam {
-    original: bool,
+pub struct AliasSwitch {
+    found: Vec<(PathBuf, bool)>,
 }
 
-impl OdpAliasParam {
-    /// Reads the parameter; fails on a kernel without it.
+impl AliasSwitch {
+    /// Reads every switch; fails if no GPU has one.
     pub fn open() -> Result<Self, String> {
-        let text = odp_p2p_alias_param().ok_or_else(|| {
-            format!("{ODP_P2P_ALIAS_PARAM} not present (not a kernel with the P2P alias series?)")
-        })?;
-        let original = param_is_on(&text)
-            .ok_or_else(|| format!("{ODP_P2P_ALIAS_PARAM}: unexpected value {text:?}"))?;
-        Ok(Self { original })
+        let switches = p2p_alias_switches();
+        if switches.is_empty() {
+            return Err(format!(
+                "no {DEBUGFS}/rvramN/p2p_alias: no device-private rvram GPU bound, or \
+                 debugfs not mounted"
+            ));
+        }
+        let found = switches
+            .into_iter()
+            .map(|switch| read_switch(&switch).map(|on| (switch, on)))
+            .collect::<Result<_, String>>()?;
+        Ok(Self { found })
     }
 
-    /// Sets the parameter: `true` for aliases (the series), `false` for
-    /// migration (Linux 7.3 as released). ib_core reads it at every ODP
-    /// fault, so it applies to faults from now on.
+    /// Sets every switch, each read back: `true` for aliases (the
+    /// series), `false` for migration (Linux 7.3 as released). It applies
+    /// to ODP faults from then on.
     pub fn set(&self, on: bool) -> Result<(), String> {
-        std::fs::write(ODP_P2P_ALIAS_PARAM, if on { "1" } else { "0" }).map_err(|err| {
-            format!(
-                "write {} to {ODP_P2P_ALIAS_PARAM}: {err} (are we root?)",
-                u8::from(on)
-            )
-        })?;
-        match odp_p2p_alias_param().as_deref().and_then(param_is_on) {
-            Some(now) if now == on => Ok(()),
-            now => Err(format!(
-                "{ODP_P2P_ALIAS_PARAM} reads {now:?} after writing {}",
-                u8::from(on)
-            )),
+        let text = switch_text(on);
+        for (switch, _) in &self.found {
+            std::fs::write(switch, text).map_err(|err| {
+                format!("write {text} to {}: {err} (are we root?)", switch.display())
+            })?;
+            let now = read_switch(switch)?;
+            if now != on {
+                return Err(format!(
+                    "{} reads {} after writing {text}",
+                    switch.display(),
+                    switch_text(now)
+                ));
+            }
         }
+        Ok(())
     }
 }
 
-impl Drop for OdpAliasParam {
+impl Drop for AliasSwitch {
     fn drop(&mut self) {
-        // Nothing to report to from here; the next reader sees the value.
-        let _ = std::fs::write(ODP_P2P_ALIAS_PARAM, if self.original { "1" } else { "0" });
+        // Nothing to report to from here; the next reader sees the values.
+        for (switch, on) in &self.found {
+            let _ = std::fs::write(switch, switch_text(*on));
+        }
     }
 }
 

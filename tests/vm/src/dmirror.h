@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The lib/test_hmm ioctl ABI (lib/test_hmm_uapi.h) as rvram speaks it, a
- * seeded random number generator and TAP output, for the in-guest C tests.
+ * seeded random number generator, TAP output, and rvram's sysfs and debugfs
+ * files (unbind and bind, counters), for the in-guest C tests.
  */
 #ifndef RVRAM_TESTS_DMIRROR_H
 #define RVRAM_TESTS_DMIRROR_H
@@ -125,6 +126,79 @@ static inline int sysfs_write(const char *path, const char *val)
 	ret = write(fd, val, strlen(val)) < 0 ? -errno : 0;
 	close(fd);
 	return ret;
+}
+
+/*
+ * rvram registers two PCI drivers, rvram (device-private VRAM) and
+ * rvram-coherent (device-coherent VRAM), and each binds only the devices
+ * assigned to it through driver_override (tests/vm/rvram.sh). An
+ * assignment outlives unbind, rmmod and insmod, not the removal of the
+ * device from the bus.
+ */
+
+/* Unbinds the GPU at PCI address PCI from its driver: 0 or -errno. */
+static inline int rvram_unbind(const char *pci)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/driver/unbind", pci);
+	return sysfs_write(path, pci);
+}
+
+/*
+ * The name of the driver the device at PCI is assigned to (its
+ * driver_override) into DRV: 0, -ENOENT if it is assigned to none, or
+ * -errno.
+ */
+static inline int rvram_assigned(const char *pci, char *drv, size_t size)
+{
+	char path[128];
+	FILE *f;
+	int ret = 0;
+
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/driver_override", pci);
+	f = fopen(path, "r");
+	if (!f)
+		return -errno;
+	if (!fgets(drv, (int)size, f))
+		drv[0] = '\0';
+	fclose(f);
+	drv[strcspn(drv, "\n")] = '\0';
+	/* An unset override reads "(null)". */
+	if (!drv[0] || !strcmp(drv, "(null)"))
+		ret = -ENOENT;
+	return ret;
+}
+
+/*
+ * Binds the GPU at PCI to the driver it is assigned to, through that
+ * driver's bind file: 0, or the probe's -errno (-EBUSY, -ENODEV), or
+ * -ENOENT if it is assigned to no driver.
+ */
+static inline int rvram_bind(const char *pci)
+{
+	char drv[64], path[160];
+	int ret = rvram_assigned(pci, drv, sizeof(drv));
+
+	if (ret)
+		return ret;
+	snprintf(path, sizeof(path), "/sys/bus/pci/drivers/%s/bind", drv);
+	return sysfs_write(path, pci);
+}
+
+/*
+ * Assigns the device at PCI to driver DRV (driver_override) and probes it
+ * (drivers_probe): 0 or -errno. A probe that fails is not reported here:
+ * look at the device's driver link.
+ */
+static inline int rvram_assign(const char *pci, const char *drv)
+{
+	char path[128];
+	int ret;
+
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/driver_override", pci);
+	ret = sysfs_write(path, drv);
+	return ret ? ret : sysfs_write("/sys/bus/pci/drivers_probe", pci);
 }
 
 /* A counter from rvram's debugfs stats (`NAME VALUE` lines); -1 if absent. */

@@ -11,9 +11,10 @@
  * OWNER is the rvram index of the GPU, OWNER_PCI its PCI address; NEAR is
  * the odp_dma index of the engine under the GPU's PCIe switch, FAR the one
  * behind its own root port on the q35 host bridge (P2P impossible). With
- * "coherent", the GPU's VRAM is device-coherent (rvram coherent=): the NIC
- * maps its pages as they are, through the DMA API like system memory, at
- * their BAR addresses, with no alias and no migration.
+ * "coherent", the GPU's VRAM is device-coherent (bound to driver
+ * rvram-coherent): the NIC maps its pages as they are, through the DMA API
+ * like system memory, at their BAR addresses, with no alias and no
+ * migration.
  *
  * Every transfer is checked byte for byte against a shadow copy; where the
  * NIC reaches each page is read back from the NIC's translation table
@@ -23,6 +24,7 @@
  *
  * Prints TAP.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -35,21 +37,12 @@
 #include <unistd.h>
 
 #include "../../odp-dma/odp_dma_uapi.h"
+#include "dmirror.h"
 
-struct hmm_dmirror_cmd {
-	uint64_t addr, ptr, npages, cpages, faults;
-};
-
-#define HMM_DMIRROR_MIGRATE_TO_DEV _IOWR('H', 0x02, struct hmm_dmirror_cmd)
-#define HMM_DMIRROR_MIGRATE_TO_SYS _IOWR('H', 0x03, struct hmm_dmirror_cmd)
-#define HMM_DMIRROR_SNAPSHOT _IOWR('H', 0x04, struct hmm_dmirror_cmd)
-#define PROT_DEV_PRIVATE_LOCAL 0x20
-#define PROT_DEV_COHERENT_LOCAL 0x40
-#define PROT_PMD 0x04
-
-#define PAGE 4096UL
 #define PMD_PAGES 512UL
-#define PARAM "/sys/module/ib_core/parameters/odp_p2p_alias"
+/* Device-private GPUs have a P2P alias switch: DEBUGFS/rvramN/p2p_alias. */
+#define DEBUGFS "/sys/kernel/debug/rvram"
+#define MAX_GPUS 16
 
 static int n, failed;
 static int owner, gpu = -1;
@@ -58,6 +51,12 @@ static int nic[2];
 static uint64_t bar_start, bar_end;
 static unsigned char *bounce;
 static uint64_t total[4];
+/* The P2P alias switches, and what each was when found. */
+static struct {
+	char path[300];
+	char found;
+} switches[MAX_GPUS];
+static int nswitches;
 
 static void check(int ok, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -93,15 +92,61 @@ static long long stat_of(const char *key)
 	return ret;
 }
 
-static int sysfs_write(const char *path, const char *val)
+/* Y or N, what the switch at PATH reads; 0 if it cannot be read. */
+static char switch_value(const char *path)
 {
-	int fd = open(path, O_WRONLY), ret = 0;
+	char v[8] = "";
+	FILE *f = fopen(path, "r");
 
-	if (fd < 0)
-		return -errno;
-	if (write(fd, val, strlen(val)) < 0)
-		ret = -errno;
-	close(fd);
+	if (!f)
+		return 0;
+	if (!fgets(v, sizeof(v), f))
+		v[0] = 0;
+	fclose(f);
+	return v[0] == 'Y' || v[0] == 'N' ? v[0] : 0;
+}
+
+/*
+ * Finds the P2P alias switch of every device-private GPU (a device-coherent
+ * one has none) and what it is: how many.
+ */
+static int find_switches(void)
+{
+	DIR *d = opendir(DEBUGFS);
+	struct dirent *e;
+
+	nswitches = 0;
+	if (!d)
+		return 0;
+	while ((e = readdir(d)) && nswitches < MAX_GPUS) {
+		if (strncmp(e->d_name, "rvram", 5))
+			continue;
+		snprintf(switches[nswitches].path, sizeof(switches[0].path), "%s/%s/p2p_alias",
+			 DEBUGFS, e->d_name);
+		switches[nswitches].found = switch_value(switches[nswitches].path);
+		if (switches[nswitches].found)
+			nswitches++;
+	}
+	closedir(d);
+	return nswitches;
+}
+
+/*
+ * Sets every switch found to VAL, Y (P2P aliases: the series) or N
+ * (rvram refuses them: ODP faults migrate the pages to system RAM, as
+ * Linux 7.3 does), or with VAL 0 back to what it was; each is read back.
+ * 0, or -1 if one did not take or there is none.
+ */
+static int set_switches(char val)
+{
+	int i, ret = nswitches ? 0 : -1;
+
+	for (i = 0; i < nswitches; i++) {
+		char want[2] = { val ? val : switches[i].found, 0 };
+
+		if (sysfs_write(switches[i].path, want) || switch_value(switches[i].path) != want[0])
+			ret = -1;
+	}
 	return ret;
 }
 
@@ -114,17 +159,6 @@ static int open_gpu(void)
 	return gpu;
 }
 
-static int dmirror(unsigned long req, void *addr, void *ptr, uint64_t npages)
-{
-	struct hmm_dmirror_cmd cmd = {
-		.addr = (uintptr_t)addr, .ptr = (uintptr_t)ptr, .npages = npages,
-	};
-
-	if (ioctl(gpu, req, &cmd))
-		return -errno;
-	return 0;
-}
-
 /* Pages of [buf, buf + npages) in OWNER's VRAM; *pmd: how many PMD-mapped. */
 static size_t resident(void *buf, size_t npages, size_t *pmd)
 {
@@ -132,14 +166,14 @@ static size_t resident(void *buf, size_t npages, size_t *pmd)
 	size_t i, r = 0;
 
 	*pmd = 0;
-	if (!snap || dmirror(HMM_DMIRROR_SNAPSHOT, buf, snap, npages)) {
+	if (!snap || dmirror(gpu, HMM_DMIRROR_SNAPSHOT, buf, snap, npages)) {
 		free(snap);
 		return 0;
 	}
 	for (i = 0; i < npages; i++) {
-		r += (snap[i] & 0xf0) == PROT_DEV_PRIVATE_LOCAL ||
-		     (snap[i] & 0xf0) == PROT_DEV_COHERENT_LOCAL;
-		*pmd += !!(snap[i] & PROT_PMD);
+		r += (snap[i] & 0xf0) == HMM_DMIRROR_PROT_DEV_PRIVATE_LOCAL ||
+		     (snap[i] & 0xf0) == HMM_DMIRROR_PROT_DEV_COHERENT_LOCAL;
+		*pmd += !!(snap[i] & HMM_DMIRROR_PROT_PMD);
 	}
 	free(snap);
 	return r;
@@ -172,7 +206,7 @@ static unsigned char *vram_buffer(size_t npages, int thp, unsigned int seed,
 	madvise(buf, len, thp ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 	fill(buf, len, seed);
 	memcpy(*shadow, buf, len);
-	if (dmirror(HMM_DMIRROR_MIGRATE_TO_DEV, buf, bounce, npages) ||
+	if (dmirror(gpu, HMM_DMIRROR_MIGRATE_TO_DEV, buf, bounce, npages) ||
 	    resident(buf, npages, &pmd) != npages) {
 		printf("# could not move %zu pages into rvram%d\n", npages, owner);
 		return NULL;
@@ -425,7 +459,7 @@ static void invalidation(void)
 	      query(0, mr, buf).type == ODP_DMA_MAP_BUS,
 	      "invalidate: the NIC wrote 2 pages through aliases");
 	a = nic_stats(0);
-	check(dmirror(HMM_DMIRROR_MIGRATE_TO_SYS, buf, bounce, 8) == 0,
+	check(dmirror(gpu, HMM_DMIRROR_MIGRATE_TO_SYS, buf, bounce, 8) == 0,
 	      "invalidate: the GPU migrated the range to system memory");
 	b = nic_stats(0);
 	q = query(0, mr, buf);
@@ -436,7 +470,7 @@ static void invalidation(void)
 	      query(0, mr, buf).type == ODP_DMA_MAP_RAM,
 	      "invalidate: re-faulted, the NIC reads its data from system RAM");
 	a = nic_stats(0);
-	check(dmirror(HMM_DMIRROR_MIGRATE_TO_DEV, buf, bounce, 8) == 0,
+	check(dmirror(gpu, HMM_DMIRROR_MIGRATE_TO_DEV, buf, bounce, 8) == 0,
 	      "invalidate: the GPU migrated the range back into VRAM");
 	b = nic_stats(0);
 	check(b.invalidations > a.invalidations &&
@@ -483,7 +517,7 @@ static void unbind(void)
 	      "unbind: the NIC wrote 2 pages through aliases");
 	a = nic_stats(0);
 	close(gpu);
-	check(sysfs_write("/sys/bus/pci/drivers/rvram/unbind", owner_pci) == 0,
+	check(rvram_unbind(owner_pci) == 0,
 	      "unbind: rvram%d unbound while the NIC maps its VRAM", owner);
 	b = nic_stats(0);
 	check(b.invalidations > a.invalidations && query(0, mr, buf + PAGE).type == ODP_DMA_MAP_NONE,
@@ -493,7 +527,7 @@ static void unbind(void)
 	      "unbind: the NIC reads all 8 pages from system RAM, %ld bytes wrong", bad);
 	check(dereg(0, mr) == 0 && memcmp(buf, shadow, 8 * PAGE) == 0,
 	      "unbind: the CPU reads every byte");
-	check(sysfs_write("/sys/bus/pci/drivers/rvram/bind", owner_pci) == 0 && open_gpu() >= 0,
+	check(rvram_bind(owner_pci) == 0 && open_gpu() >= 0,
 	      "unbind: rvram%d bound again", owner);
 	munmap(buf, 8 * PAGE);
 	free(shadow);
@@ -541,26 +575,35 @@ int main(int argc, char **argv)
 		printf("1..%d\n", n);
 		return 1;
 	}
-	if (sysfs_write(PARAM, "1"))
-		printf("# cannot set %s\n", PARAM);
+	/* Aliases on (the default), whatever an earlier run left. */
+	if (!find_switches())
+		printf("# no P2P alias switch (%s/rvramN/p2p_alias)\n", DEBUGFS);
+	else if (set_switches('Y'))
+		printf("# cannot turn the P2P alias switches on\n");
 
 	if (argc == 6) {
 		/* Both NICs: coherent memory needs no P2P path of its own. */
 		round_trip("coherent 4k", 0, 8, 0, four_k, 3, COHERENT);
 		round_trip("coherent thp", 0, PMD_PAGES, 1, folio, 3, COHERENT);
 		round_trip("coherent far 4k", 1, 8, 0, two, 1, COHERENT);
+		if (nswitches && set_switches(0))
+			printf("# cannot restore the P2P alias switches\n");
 		printf("1..%d\n", n);
 		return failed ? 1 : 0;
 	}
 	round_trip("alias 4k", 0, 8, 0, four_k, 3, BUS);
 	round_trip("alias thp", 0, PMD_PAGES, 1, folio, 3, BUS);
 	round_trip("far 4k", 1, 8, 0, two, 1, MIGRATE);
-	sysfs_write(PARAM, "0");
+	check(set_switches('N') == 0, "aliases off: the %d GPUs' p2p_alias switches read N",
+	      nswitches);
 	round_trip("aliases off 4k", 0, 8, 0, two, 1, MIGRATE);
 	round_trip("aliases off thp", 0, PMD_PAGES, 1, folio, 1, MIGRATE);
-	sysfs_write(PARAM, "1");
+	check(set_switches('Y') == 0, "aliases on again: the %d GPUs' p2p_alias switches read Y",
+	      nswitches);
 	invalidation();
 	unbind();
+	if (set_switches(0))
+		printf("# cannot restore the P2P alias switches\n");
 
 	printf("# NIC mappings checked: bus address %llu, host bridge %llu, system RAM %llu\n",
 	       (unsigned long long)total[ODP_DMA_MAP_BUS],

@@ -27,23 +27,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-struct hmm_dmirror_cmd {
-	uint64_t addr, ptr, npages, cpages, faults;
-};
-
-#define HMM_DMIRROR_READ _IOWR('H', 0x00, struct hmm_dmirror_cmd)
-#define HMM_DMIRROR_WRITE _IOWR('H', 0x01, struct hmm_dmirror_cmd)
-#define HMM_DMIRROR_MIGRATE_TO_DEV _IOWR('H', 0x02, struct hmm_dmirror_cmd)
-#define HMM_DMIRROR_MIGRATE_TO_SYS _IOWR('H', 0x03, struct hmm_dmirror_cmd)
-#define HMM_DMIRROR_SNAPSHOT _IOWR('H', 0x04, struct hmm_dmirror_cmd)
-#define HMM_DMIRROR_RELEASE _IOWR('H', 0x07, struct hmm_dmirror_cmd)
-#define HMM_DMIRROR_FLAGS _IOWR('H', 0x08, struct hmm_dmirror_cmd)
-#define PROT_DEV_PRIVATE_LOCAL 0x20
-#define PROT_PMD 0x04
-
-/* rvram's own HMM_DMIRROR_FLAGS bits (drivers/rvram/dmirror.rs) */
-#define RVRAM_FLAG_ALIAS_DMA (1ULL << 16)
-#define RVRAM_FLAG_ALIAS_CPU (1ULL << 17)
+#include "dmirror.h"
 
 #define NPAGES 1024L /* two PMDs */
 #define SIZE (NPAGES * 4096L)
@@ -101,8 +85,9 @@ static struct counters counters(int client)
 	return c;
 }
 
-static int dmirror(int fd, unsigned long req, void *addr, void *ptr,
-		   uint64_t npages)
+/* A dmirror command that fails, logged, unless it handled every page. */
+static int dmirror_all(int fd, unsigned long req, void *addr, void *ptr,
+		       uint64_t npages)
 {
 	struct hmm_dmirror_cmd cmd = {
 		.addr = (uintptr_t)addr,
@@ -126,7 +111,7 @@ static int dmirror(int fd, unsigned long req, void *addr, void *ptr,
 
 static int set_flags(int fd, uint64_t flags)
 {
-	return dmirror(fd, HMM_DMIRROR_FLAGS, NULL, NULL, flags);
+	return dmirror_all(fd, HMM_DMIRROR_FLAGS, NULL, NULL, flags);
 }
 
 static void fill(unsigned char *p, unsigned int seed)
@@ -153,11 +138,11 @@ static size_t resident(unsigned char *buf, size_t *pmd)
 	size_t i, r = 0;
 
 	*pmd = 0;
-	if (dmirror(plain[owner], HMM_DMIRROR_SNAPSHOT, buf, snap, NPAGES))
+	if (dmirror_all(plain[owner], HMM_DMIRROR_SNAPSHOT, buf, snap, NPAGES))
 		return 0;
 	for (i = 0; i < NPAGES; i++) {
-		r += (snap[i] & 0xf0) == PROT_DEV_PRIVATE_LOCAL;
-		*pmd += !!(snap[i] & PROT_PMD);
+		r += (snap[i] & 0xf0) == HMM_DMIRROR_PROT_DEV_PRIVATE_LOCAL;
+		*pmd += !!(snap[i] & HMM_DMIRROR_PROT_PMD);
 	}
 	return r;
 }
@@ -175,7 +160,7 @@ static unsigned char *vram_buffer(unsigned int seed, unsigned char *bounce)
 	buf = (unsigned char *)(((uintptr_t)raw + (2UL << 20) - 1) & ~((2UL << 20) - 1));
 	madvise(buf, SIZE, MADV_HUGEPAGE);
 	fill(buf, seed);
-	if (dmirror(plain[owner], HMM_DMIRROR_MIGRATE_TO_DEV, buf, bounce, NPAGES) ||
+	if (dmirror_all(plain[owner], HMM_DMIRROR_MIGRATE_TO_DEV, buf, bounce, NPAGES) ||
 	    resident(buf, &pmd) != NPAGES)
 		return NULL;
 	printf("# seed %u: %lu pages in rvram%d, %zu PMD-mapped\n", seed, NPAGES, owner, pmd);
@@ -200,7 +185,7 @@ static void alias_allowed(unsigned char *bounce)
 		return;
 	a = counters(near);
 	memset(bounce, 0, SIZE);
-	check(dmirror(dma[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0, "alias: rvram%d reads the range", near);
+	check(dmirror_all(dma[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0, "alias: rvram%d reads the range", near);
 	b = counters(near);
 	report("alias read", a, b);
 	check(mismatches(bounce, 1) == 0, "alias: every byte read through the alias is right");
@@ -213,15 +198,15 @@ static void alias_allowed(unsigned char *bounce)
 
 	/* The owner writes through the device; the client sees it. */
 	fill(bounce, 2);
-	check(dmirror(plain[owner], HMM_DMIRROR_WRITE, buf, bounce, NPAGES) == 0, "alias: rvram%d writes its VRAM", owner);
+	check(dmirror_all(plain[owner], HMM_DMIRROR_WRITE, buf, bounce, NPAGES) == 0, "alias: rvram%d writes its VRAM", owner);
 	memset(bounce, 0, SIZE);
 	a = counters(near);
-	check(dmirror(dma[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
+	check(dmirror_all(dma[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
 	      mismatches(bounce, 2) == 0, "alias: data written by the owner is read through the alias");
 
 	/* The client writes through the alias; the CPU sees it. */
 	fill(bounce, 3);
-	check(dmirror(dma[near], HMM_DMIRROR_WRITE, buf, bounce, NPAGES) == 0, "alias: rvram%d writes through the alias", near);
+	check(dmirror_all(dma[near], HMM_DMIRROR_WRITE, buf, bounce, NPAGES) == 0, "alias: rvram%d writes through the alias", near);
 	b = counters(near);
 	report("alias read+write", a, b);
 	check(b.to_ram == a.to_ram && resident(buf, &pmd) == NPAGES,
@@ -230,23 +215,23 @@ static void alias_allowed(unsigned char *bounce)
 
 	/* Invalidation: pages moved back to RAM are read from RAM. */
 	buf = vram_buffer(4, bounce);
-	check(buf && dmirror(plain[owner], HMM_DMIRROR_MIGRATE_TO_SYS, buf, bounce, NPAGES) == 0,
+	check(buf && dmirror_all(plain[owner], HMM_DMIRROR_MIGRATE_TO_SYS, buf, bounce, NPAGES) == 0,
 	      "alias: the range migrates back to RAM");
 	a = counters(near);
-	check(buf && dmirror(dma[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
+	check(buf && dmirror_all(dma[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
 	      mismatches(bounce, 4) == 0, "alias: after migration the client reads the RAM copy");
 	b = counters(near);
 	check(b.accesses == a.accesses, "alias: no alias used for pages in RAM");
 
 	/* Eviction of the owner's VRAM (RELEASE) while the client uses aliases. */
 	buf = vram_buffer(9, bounce);
-	check(buf && dmirror(dma[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
+	check(buf && dmirror_all(dma[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
 	      mismatches(bounce, 9) == 0, "evict: rvram%d reads through aliases", near);
-	check(buf && dmirror(plain[owner], HMM_DMIRROR_RELEASE, buf, NULL, 1) == 0,
+	check(buf && dmirror_all(plain[owner], HMM_DMIRROR_RELEASE, buf, NULL, 1) == 0,
 	      "evict: rvram%d evicts its VRAM", owner);
 	a = counters(near);
 	memset(bounce, 0, SIZE);
-	check(buf && dmirror(dma[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
+	check(buf && dmirror_all(dma[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
 	      mismatches(bounce, 9) == 0, "evict: the client reads the evicted data");
 	b = counters(near);
 	check(b.accesses == a.accesses && resident(buf, &pmd) == 0,
@@ -265,7 +250,7 @@ static void alias_not_allowed(unsigned char *bounce)
 	if (!buf)
 		return;
 	a = counters(near);
-	check(dmirror(plain[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
+	check(dmirror_all(plain[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
 	      mismatches(bounce, 5) == 0, "no alias: rvram%d reads the right data", near);
 	b = counters(near);
 	report("no alias", a, b);
@@ -288,7 +273,7 @@ static void fallback(unsigned char *bounce)
 	if (!buf)
 		return;
 	a = counters(far);
-	check(dmirror(dma[far], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
+	check(dmirror_all(dma[far], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
 	      mismatches(bounce, 6) == 0, "fallback: rvram%d reads the right data", far);
 	b = counters(far);
 	report("fallback", a, b);
@@ -305,25 +290,13 @@ static void fallback(unsigned char *bounce)
 	if (!buf)
 		return;
 	a = counters(far);
-	check(dmirror(cpu[far], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
+	check(dmirror_all(cpu[far], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
 	      mismatches(bounce, 7) == 0, "cpu client: reads the right data");
 	b = counters(far);
 	report("cpu client", a, b);
 	check(b.to_ram == a.to_ram && b.accesses - a.accesses == NPAGES,
 	      "cpu client: read through aliases, nothing migrated");
 	check(resident(buf, &pmd) == NPAGES, "cpu client: the pages are still in VRAM");
-}
-
-static int sysfs_write(const char *path, const char *val)
-{
-	int f = open(path, O_WRONLY);
-	int ret;
-
-	if (f < 0)
-		return -errno;
-	ret = write(f, val, strlen(val)) < 0 ? -errno : 0;
-	close(f);
-	return ret;
 }
 
 /* Unbinding the owner revokes the aliases; the data survives in RAM. */
@@ -333,18 +306,18 @@ static void unbind(unsigned char *bounce, const char *pci)
 	struct counters a;
 
 	check(buf &&
-	      dmirror(dma[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
+	      dmirror_all(dma[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
 	      mismatches(bounce, 8) == 0, "unbind: rvram%d reads through aliases", near);
 	if (!buf)
 		return;
 	a = counters(near);
-	check(sysfs_write("/sys/bus/pci/drivers/rvram/unbind", pci) == 0, "unbind: rvram%d unbound", owner);
+	check(rvram_unbind(pci) == 0, "unbind: rvram%d unbound", owner);
 	memset(bounce, 0, SIZE);
-	check(dmirror(dma[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
+	check(dmirror_all(dma[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0 &&
 	      mismatches(bounce, 8) == 0, "unbind: the client reads the evicted data");
 	check(stat_of(near, "alias_accesses") == a.accesses, "unbind: no alias of the unbound GPU is used");
 	check(mismatches(buf, 8) == 0, "unbind: the CPU reads the evicted data");
-	check(sysfs_write("/sys/bus/pci/drivers/rvram/bind", pci) == 0, "unbind: rebound");
+	check(rvram_bind(pci) == 0, "unbind: rebound");
 }
 
 int main(int argc, char **argv)

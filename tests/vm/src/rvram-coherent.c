@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Device-coherent VRAM (rvram coherent=): process memory migrated into it
- * is mapped by the CPU as it is. CPU reads and writes do not migrate it,
- * the device sees the CPU's writes and the CPU the device's, migration
- * back to system memory moves every page, and buffer objects are refused.
+ * Device-coherent VRAM (a GPU bound to driver rvram-coherent): process
+ * memory migrated into it is mapped by the CPU as it is. CPU reads and
+ * writes do not migrate it, the device sees the CPU's writes and the CPU
+ * the device's, migration back to system memory moves every page, and
+ * buffer objects are refused.
  *
  *   rvram-coherent /dev/rvramN
  *   rvram-coherent /dev/rvramN pin-unbind PCI_ADDRESS
@@ -90,7 +91,6 @@ static size_t coherent_pages(int fd, unsigned char *buf, unsigned char *snap, si
 static int pin_unbind(const char *dev, const char *pci)
 {
 	const size_t npages = 16, size = npages * PAGE;
-	const char *drv = "/sys/bus/pci/drivers/rvram";
 	struct hmm_dmirror_cmd cmd = { 0 };
 	unsigned char *buf, *mirror, *snap, page[PAGE];
 	char path[256];
@@ -124,13 +124,14 @@ static int pin_unbind(const char *dev, const char *pci)
 	/* No open file holds the GPU: the unbind drops its last reference. */
 	close(fd);
 
-	e = sysfs_write("/sys/bus/pci/drivers/rvram/unbind", pci);
+	e = rvram_unbind(pci);
 	check(e == 0, "pin: the unbind returns, with the page still pinned");
-	snprintf(path, sizeof(path), "%s/%s", drv, pci);
+	/* The device's driver link: rvram-coherent's while it is bound. */
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/driver", pci);
 	check(access(path, F_OK) != 0, "pin: ... and the GPU is unbound");
 	check(mismatches(buf, size, 9) == 0,
 	      "pin: the pinned page and the 15 evicted ones keep their data");
-	e = sysfs_write("/sys/bus/pci/drivers/rvram/bind", pci);
+	e = rvram_bind(pci);
 	check(e == -EBUSY, "pin: a bind while the page is in use fails with EBUSY");
 
 	check(read(pipefd[0], page, PAGE) == PAGE && mismatches(page, PAGE, 9) == 0,
@@ -139,7 +140,7 @@ static int pin_unbind(const char *dev, const char *pci)
 	close(pipefd[1]);
 	/* The page was still mapped: unmapping it frees it. */
 	munmap(buf, size);
-	e = sysfs_write("/sys/bus/pci/drivers/rvram/bind", pci);
+	e = rvram_bind(pci);
 	check(e == 0 && access(path, F_OK) == 0,
 	      "pin: a bind after the page is freed succeeds");
 	free(mirror);

@@ -734,14 +734,14 @@ static void *vma_race(void *arg)
 
 static int unbind_gpu(void)
 {
-	return sysfs_write("/sys/bus/pci/drivers/rvram/unbind", owner_pci);
+	return rvram_unbind(owner_pci);
 }
 
 static int bind_gpu(void)
 {
 	close(gpu);
 	gpu = -1;
-	if (sysfs_write("/sys/bus/pci/drivers/rvram/bind", owner_pci))
+	if (rvram_bind(owner_pci))
 		return -1;
 	return open_gpu() < 0 ? -1 : 0;
 }

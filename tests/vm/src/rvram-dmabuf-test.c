@@ -307,7 +307,7 @@ static void unbind(void)
 	tap(map != MAP_FAILED && readable(map + PAGE) && !memcmp(map + PAGE, data, PAGE),
 	      "unbind: the CPU maps the buffer too and reads the NIC's page");
 	a = nic_stats(0);
-	tap(sysfs_write("/sys/bus/pci/drivers/rvram/unbind", owner_pci) == 0,
+	tap(rvram_unbind(owner_pci) == 0,
 	      "unbind: rvram%d unbound under the live MR and mapping", owner);
 	tap(map != MAP_FAILED && !readable(map + PAGE) && !readable(map),
 	      "unbind: the CPU mapping was revoked: SIGBUS, not stale VRAM");
@@ -325,7 +325,7 @@ static void unbind(void)
 	tap(dereg(0, mr) == 0 && close(fd) == 0,
 	      "unbind: the MR and the dma-buf go away cleanly");
 	close(old);
-	tap(sysfs_write("/sys/bus/pci/drivers/rvram/bind", owner_pci) == 0 && open_gpu() >= 0,
+	tap(rvram_bind(owner_pci) == 0 && open_gpu() >= 0,
 	      "unbind: rvram%d bound again", owner);
 	fd = alloc_bo(PAGE, 0);
 	tap(fd >= 0 && reg(0, fd, 0, PAGE, 0, &mr) == 0 &&

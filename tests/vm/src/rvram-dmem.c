@@ -328,14 +328,14 @@ static void rebind(long long vram)
 	tap(set_max("1M") == 0, "rebind: dmem.max 1 MiB again");
 	fd = alloc_bo(MIB);
 	tap(fd >= 0 && held() == (long long)MIB, "rebind: a 1 MiB buffer (%d)", fd);
-	tap(sysfs_write("/sys/bus/pci/drivers/rvram/unbind", pci) == 0,
+	tap(rvram_unbind(pci) == 0,
 	    "rebind: %s unbound with the buffer held", pci);
 	tap(keyed(root, "dmem.capacity", region) == KEY_ABSENT && held() == KEY_ABSENT,
 	    "rebind: the region left dmem.capacity and dmem.current");
 	tap(fd >= 0 && close(fd) == 0, "rebind: the buffer closes after the region is gone");
 	close(gpu);
 	gpu = -1;
-	e = sysfs_write("/sys/bus/pci/drivers/rvram/bind", pci);
+	e = rvram_bind(pci);
 	tap(e == 0 && open_gpu() >= 0, "rebind: %s bound again, %s opens (%d)", pci, dev, e);
 	tap(keyed(root, "dmem.capacity", region) == vram,
 	    "rebind: the region is back in dmem.capacity");

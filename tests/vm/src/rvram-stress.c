@@ -66,12 +66,14 @@
  * unbind: the race, and in its middle DEV's GPU (at PCI_ADDR) is unbound
  * or removed from the bus: the threads' commands on DEV fail with ENODEV
  * from then on, nothing else fails and no word is lost; the GPU comes back
- * and works. Meanwhile a fifth thread makes the buffer object calls of the
- * fuzz on DEV: before the unbind they succeed, during it they may also
- * fail with ENODEV (new buffers and mappings) or SIGBUS (accesses), after
- * it they must; a buffer mapped and written before it is revoked. With
- * RVRAM_KO (the module's path) in the environment, rvram is then unloaded
- * while the CPU and NIC use data in its VRAM, and loaded again.
+ * (bound again, or rescanned and assigned to its driver again: a new
+ * device has no driver_override) and works. Meanwhile a fifth thread makes
+ * the buffer object calls of the fuzz on DEV: before the unbind they
+ * succeed, during it they may also fail with ENODEV (new buffers and
+ * mappings) or SIGBUS (accesses), after it they must; a buffer mapped and
+ * written before it is revoked. With RVRAM_KO (the module's path) in the
+ * environment, rvram is then unloaded while the CPU and NIC use data in
+ * its VRAM, and loaded again: the GPUs, still assigned to it, bind at load.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -1691,7 +1693,7 @@ static int do_unbind(const char *pci, int seconds)
 	struct bo_thread_state *bt = map_anon(sizeof(*bt));
 	struct rebind_fuzz *rf;
 	pthread_t rf_th;
-	char path[256];
+	char path[256], drv[64];
 	struct timespec t0;
 	struct race x;
 	long resident, aliases, grants;
@@ -1719,12 +1721,15 @@ static int do_unbind(const char *pci, int seconds)
 		    peer, dev, grants);
 	atomic_store(&dev_gone, 1);
 	atomic_store(&bo_phase, BO_GOING);
+	/* A device removed from the bus comes back with no assignment. */
+	if (rvram_assigned(pci, drv, sizeof(drv)))
+		snprintf(drv, sizeof(drv), "rvram");
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (remove) {
 		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/remove", pci);
 		ret = sysfs_write(path, "1");
 	} else {
-		ret = sysfs_write("/sys/bus/pci/drivers/rvram/unbind", pci);
+		ret = rvram_unbind(pci);
 	}
 	atomic_store(&bo_phase, BO_GONE);
 	atomic_store(&rf->phase, 1);
@@ -1751,12 +1756,16 @@ static int do_unbind(const char *pci, int seconds)
 	if (nic)
 		race_nic_report(&x, "unbind", 0);
 
-	if (remove)
+	if (remove) {
 		ret = sysfs_write("/sys/bus/pci/rescan", "1");
-	else
-		ret = sysfs_write("/sys/bus/pci/drivers/rvram/bind", pci);
-	tap(ret == 0 && wait_for(dev) == 0, "unbind: %s %s again: %s is back",
-	    remove ? "rescan, and rvram binds" : "bind", pci, dev);
+		if (!ret)
+			ret = rvram_assign(pci, drv);
+		tap(ret == 0 && wait_for(dev) == 0,
+		    "unbind: rescan, %s assigned to %s again and probed: %s is back", pci, drv, dev);
+	} else {
+		ret = rvram_bind(pci);
+		tap(ret == 0 && wait_for(dev) == 0, "unbind: bind %s again: %s is back", pci, dev);
+	}
 	atomic_store(&rf->phase, 2);
 	/* The fuzzer on the GPU that is back, until it has made some calls. */
 	for (int i = 0; i < 300 && rf->calls[2] < 200; i++)

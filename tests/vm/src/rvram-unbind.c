@@ -61,9 +61,7 @@ int main(int argc, char **argv)
 		resident += (snap[i] & 0xf0) == HMM_DMIRROR_PROT_DEV_PRIVATE_LOCAL;
 	check(resident == npages, "every page is resident in VRAM");
 
-	char path[256];
-	snprintf(path, sizeof(path), "/sys/bus/pci/drivers/rvram/unbind");
-	check(sysfs_write(path, argv[2]) == 0, "unbind the GPU with data resident");
+	check(rvram_unbind(argv[2]) == 0, "unbind the GPU with data resident");
 
 	cmd.ptr = (uintptr_t)snap;
 	check(ioctl(fd, HMM_DMIRROR_SNAPSHOT, &cmd) < 0 && errno == ENODEV,
@@ -74,7 +72,7 @@ int main(int argc, char **argv)
 	if (bad)
 		printf("# %zu bytes differ\n", bad);
 	close(fd);
-	check(sysfs_write("/sys/bus/pci/drivers/rvram/bind", argv[2]) == 0, "bind it again");
+	check(rvram_bind(argv[2]) == 0, "bind it again");
 	printf("1..%d\n", n);
 	return failed ? 1 : 0;
 }

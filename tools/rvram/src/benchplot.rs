@@ -8,7 +8,7 @@
 //! `fault` (the NIC's fault path: an ODP prefetch), `pipeline` (NIC RDMA
 //! WRITE, then the GPU's MIGRATE_TO_DEV), `peer` (a second GPU reads the
 //! target) or `bw` (bandwidth), and PLACEMENT is `ram`, `alias` (VRAM with
-//! P2P aliases) or `migrate` (VRAM with `odp_p2p_alias=0`). This reads
+//! P2P aliases) or `migrate` (VRAM, the `p2p_alias` switch off). This reads
 //! them from every TAP file of DIR/suites (make bench: the alias-bench
 //! suite; make check: rdma-odp-alias) and draws `DIR/bench-alias.svg`:
 //! grouped bars per target size and page kind, alias next to migration

@@ -3,11 +3,12 @@
 //! measured so that the savings are counted, not guessed from wall time.
 //!
 //! Every measurement runs with the target in one of three [`Placement`]s:
-//! system RAM, an rvram GPU's VRAM with `ib_core.odp_p2p_alias=1` (the NIC
-//! reaches the pages through their P2P alias), and the same VRAM with
-//! `odp_p2p_alias=0` (Linux 7.3 as released: ODP faults migrate the pages
-//! to RAM). The bench sets the parameter itself and restores it
-//! ([`OdpAliasParam`]). For each target size and page kind ([`Pages`]):
+//! system RAM, an rvram GPU's VRAM with P2P aliases on (the NIC reaches
+//! the pages through their P2P alias), and the same VRAM with them off
+//! (Linux 7.3 as released: ODP faults migrate the pages to RAM), by the
+//! `p2p_alias` switch in rvram's debugfs of every device-private GPU. The
+//! bench sets the switches itself and restores them ([`AliasSwitch`]).
+//! For each target size and page kind ([`Pages`]):
 //!
 //! 1. **Fault path** ([`FaultPath`]): an ODP MR is registered over a fresh,
 //!    still unpopulated mapping (so registration maps nothing), the CPU
@@ -49,7 +50,7 @@
 //! - `rig`: [`Rig`] and [`with_rig`], the device, QPs and GPU the
 //!   measurements share, and the targets they measure.
 //!
-//! [`OdpAliasParam`]: crate::vram::OdpAliasParam
+//! [`AliasSwitch`]: crate::vram::AliasSwitch
 //! [`Device::prefetch_write`]: crate::verbs::Device::prefetch_write
 
 mod bandwidth;
@@ -89,9 +90,9 @@ pub const PMD_SIZE: usize = 2 << 20;
 pub enum Placement {
     /// System RAM.
     Ram,
-    /// The GPU's VRAM, `odp_p2p_alias=1`: the NIC maps P2P aliases.
+    /// The GPU's VRAM, `p2p_alias` on: the NIC maps P2P aliases.
     Alias,
-    /// The GPU's VRAM, `odp_p2p_alias=0`: ODP faults migrate the pages to
+    /// The GPU's VRAM, `p2p_alias` off: ODP faults migrate the pages to
     /// RAM (Linux 7.3 as released).
     Migrate,
 }
@@ -123,8 +124,8 @@ impl Placement {
         self != Placement::Ram
     }
 
-    /// The `odp_p2p_alias` value the placement runs with.
-    pub fn odp_p2p_alias(self) -> bool {
+    /// Whether the placement runs with the `p2p_alias` switches on.
+    pub fn p2p_alias(self) -> bool {
         self != Placement::Migrate
     }
 }
@@ -368,7 +369,7 @@ pub fn run_bench(cfg: &Config, emit: &mut dyn FnMut(Emit<'_>)) -> (BenchReport, 
     let smallest = bench.sizes.iter().copied().min().unwrap_or(0);
     report.context = vec![
         format!(
-            "kernel {}, device {} at MTU {BENCH_MTU}, GPU {}{}; ib_core.odp_p2p_alias was {}",
+            "kernel {}, device {} at MTU {BENCH_MTU}, GPU {}{}; P2P alias switches were: {}",
             kernel_release(),
             cfg.device,
             vram_mode.device.display(),
@@ -377,7 +378,7 @@ pub fn run_bench(cfg: &Config, emit: &mut dyn FnMut(Emit<'_>)) -> (BenchReport, 
                 .as_ref()
                 .map(|p| format!(", peer GPU {}", p.display()))
                 .unwrap_or_default(),
-            vram::odp_p2p_alias_param().unwrap_or_else(|| "not present".to_owned()),
+            vram::p2p_alias_state(),
         ),
         format!(
             "fault path: ibv_cmd_advise_mr(PREFETCH_WRITE, FLUSH), {} KiB per SGE, {} SGEs per \
@@ -517,7 +518,7 @@ mod tests {
         assert_eq!(c.label(), "4 MiB thp migrate");
         assert_eq!(c.npages(), 1024);
         assert!(!Placement::Ram.in_vram() && Placement::Alias.in_vram());
-        assert!(Placement::Alias.odp_p2p_alias() && !Placement::Migrate.odp_p2p_alias());
+        assert!(Placement::Alias.p2p_alias() && !Placement::Migrate.p2p_alias());
     }
 
     #[test]

@@ -222,8 +222,8 @@ impl BenchReport {
         let _ = writeln!(
             out,
             "Placements: *system RAM*: the target never leaves RAM; *VRAM, P2P alias*: in \
-             the GPU's VRAM, `ib_core.odp_p2p_alias=1` (this series); *VRAM, migration \
-             (7.3)*: in VRAM, `odp_p2p_alias=0`, ODP faults migrate pages to RAM as Linux \
+             the GPU's VRAM, its `p2p_alias` switch on (this series); *VRAM, migration \
+             (7.3)*: in VRAM, `p2p_alias` off, ODP faults migrate pages to RAM as Linux \
              7.3 does. *MiB copied VRAM<->RAM* is (pages_to_ram + pages_to_vram) x 4 KiB: \
              data that crossed system RAM. *time / alias*: this row's time over the alias \
              row's of the same target.\n"

@@ -10,7 +10,7 @@ use crate::config::{Config, Pages};
 use crate::mmap::Mmap;
 use crate::pattern::{self, Check};
 use crate::verbs::{self, Device, Endpoints, Expected, Queue, Region, SendOp, Side};
-use crate::vram::{self, OdpAliasParam, Vram};
+use crate::vram::{self, AliasSwitch, Vram};
 
 /// The device, QPs, local buffer and GPU the measurements share.
 ///
@@ -22,7 +22,7 @@ pub struct Rig<'a> {
     ep: Endpoints,
     pub(super) local: Region<'a>,
     pub(super) gpu: Vram,
-    param: OdpAliasParam,
+    aliases: AliasSwitch,
     next_wr_id: u64,
 }
 
@@ -43,9 +43,10 @@ pub(super) fn gpu_name(device: &Path) -> String {
     )
 }
 
-/// Opens what the measurements need: `cfg.vram`'s GPU, `odp_p2p_alias`,
-/// the RDMA device, a local buffer of `local_len` bytes and two QPs at
-/// [`BENCH_MTU`]; runs `f` with it. The parameter is restored after `f`.
+/// Opens what the measurements need: `cfg.vram`'s GPU, the P2P alias
+/// switches, the RDMA device, a local buffer of `local_len` bytes and two
+/// QPs at [`BENCH_MTU`]; runs `f` with it. The switches are restored after
+/// `f`.
 pub fn with_rig<T>(
     cfg: &Config,
     local_len: usize,
@@ -56,7 +57,7 @@ pub fn with_rig<T>(
         .as_ref()
         .ok_or("the bench needs --vram /dev/rvramN")?;
     let gpu = Vram::open(&vram_mode.device)?;
-    let param = OdpAliasParam::open()?;
+    let aliases = AliasSwitch::open()?;
     let dev = Device::open(cfg).map_err(|e| format!("open {}: {e}", cfg.device))?;
     let mut local_map = Mmap::anonymous(local_len)
         .map_err(|e| format!("map {local_len}-byte local buffer: {e}"))?;
@@ -72,7 +73,7 @@ pub fn with_rig<T>(
         ep,
         local,
         gpu,
-        param,
+        aliases,
         next_wr_id: 0,
     };
     Ok(f(&mut rig))
@@ -113,9 +114,9 @@ impl Rig<'_> {
         &self.gpu
     }
 
-    /// Sets `odp_p2p_alias` for `placement`.
+    /// Sets the P2P alias switches for `placement`.
     pub(super) fn set_placement(&mut self, placement: Placement) -> Result<(), String> {
-        self.param.set(placement.odp_p2p_alias())
+        self.aliases.set(placement.p2p_alias())
     }
 
     /// Replaces the QPs with fresh ones (after a failed work request they

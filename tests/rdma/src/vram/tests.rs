@@ -119,15 +119,26 @@ fn deltas() {
 }
 
 #[test]
-fn huge_and_param_values() {
+fn huge_and_switch_values() {
     assert_eq!(resident_huge(&[0x26, 0x22, 0x36, 0x06, 0x24]), 2);
     assert_eq!(READ, 0xc028_4800);
     assert_eq!(FLAGS, 0xc028_4808);
-    assert_eq!(param_is_on("Y\n"), Some(true));
-    assert_eq!(param_is_on("1"), Some(true));
-    assert_eq!(param_is_on("N"), Some(false));
-    assert_eq!(param_is_on("0\n"), Some(false));
-    assert_eq!(param_is_on("maybe"), None);
+    assert_eq!(bool_is_on("Y\n"), Some(true));
+    assert_eq!(bool_is_on("1"), Some(true));
+    assert_eq!(bool_is_on("N"), Some(false));
+    assert_eq!(bool_is_on("0\n"), Some(false));
+    assert_eq!(bool_is_on("maybe"), None);
+    assert_eq!(switch_text(true), "Y");
+    assert_eq!(switch_text(false), "N");
+}
+
+#[test]
+fn gpu_directories() {
+    assert_eq!(gpu_index("rvram0"), Some(0));
+    assert_eq!(gpu_index("rvram12"), Some(12));
+    for bad in ["rvram", "rvram1x", "rvram-1", "hmm_dmirror0", ""] {
+        assert_eq!(gpu_index(bad), None, "{bad:?} accepted");
+    }
 }
 
 #[test]
