@@ -135,7 +135,11 @@ pub enum Source<'a, T: PagemapOps> {
 ///
 /// # Invariants
 ///
-/// `folio` is a locked, referenced system-memory folio for `'a`.
+/// `folio` is a locked, referenced system-memory folio for `'a`, which the
+/// migration has unmapped and will move: `migrate_vma_setup()` leaves out
+/// (clears `MIGRATE_PFN_MIGRATE` of) every folio with references beyond
+/// its own and the mappings it removed, a pin included, so no process,
+/// CPU or device can write it while `'a` lasts.
 #[derive(Clone, Copy)]
 pub struct SystemFolio<'a> {
     folio: NonNull<bindings::folio>,
@@ -158,8 +162,9 @@ impl SystemFolio<'_> {
         // page, which `kmap_local_page()` can map.
         let addr =
             unsafe { bindings::kmap_local_page(bindings::folio_page(self.folio.as_ptr(), i)) };
-        // SAFETY: `addr` maps `PAGE_SIZE` bytes that are stable while the
-        // folio is locked and unmapped (type invariant).
+        // SAFETY: `addr` maps `PAGE_SIZE` bytes that nobody writes while
+        // the folio is collected: unmapped, with no other reference (type
+        // invariant), so a shared slice over them is sound for the call.
         let r = f(unsafe { core::slice::from_raw_parts(addr.cast::<u8>(), PAGE_SIZE) });
         // SAFETY: `addr` was returned by `kmap_local_page()` just above.
         unsafe { bindings::kunmap_local(addr) };
@@ -311,7 +316,9 @@ impl Pfns {
         // SAFETY: The page is valid, hence it has a folio.
         let folio = unsafe { NonNull::new_unchecked(bindings::page_folio(page)) };
         Source::System {
-            // INVARIANT: Collected pages are locked and referenced until finalize.
+            // INVARIANT: An entry still marked `PFN_MIGRATE` after setup is
+            // locked, unmapped and referenced by the migration alone until
+            // finalize.
             folio: SystemFolio {
                 folio,
                 _p: PhantomData,
