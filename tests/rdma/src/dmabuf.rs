@@ -9,13 +9,15 @@
 //! - as the target of RDMA WRITE and READ (its rkey), at whole-buffer and
 //!   unaligned offsets;
 //! - as the local buffer of an RDMA READ from, and an RDMA WRITE to, an MR
-//!   in system RAM (its lkey).
+//!   in system RAM (its lkey);
+//! - as the target of atomic fetch-and-add and compare-and-swap (a matching
+//!   and a stale compare), whose old values come back to the requester.
 //!
 //! Every byte is checked twice: through the NIC, and with the CPU through
 //! an `mmap()` of the dma-buf, which maps the BAR pages themselves, so the
 //! data must be in VRAM. rvram's counters must show no page moved between
-//! VRAM and RAM. Bad registrations (atomics, a range past the buffer, a
-//! file that is no dma-buf) get their errnos, and so does `ibv_advise_mr()`
+//! VRAM and RAM. Bad registrations (a range past the buffer, a file that
+//! is no dma-buf) get their errnos, and so does `ibv_advise_mr()`
 //! prefetch of the MR, which is not ODP: `ENOENT` for every advice, async
 //! and `FLUSH` (Linux 7.3 with our dma-buf MRs dereferenced their missing
 //! umem; [`crate::prefetch`]). With a PCI address, the GPU is then unbound
@@ -153,6 +155,80 @@ impl Case<'_> {
         notes.push(format!(
             "WRITE of {len} bytes from the dma-buf MR at {offset} to RAM: every byte right"
         ));
+        notes.extend(self.atomics(&mut ep, mr, local, seed)?);
+        Ok(notes)
+    }
+
+    /// Fetch-and-add, then a matching and a stale compare-and-swap, on a
+    /// word of the dma-buf MR: each returns the old word to the requester,
+    /// and the CPU mapping shows what each left.
+    fn atomics(
+        &mut self,
+        ep: &mut verbs::Endpoints,
+        mr: &DmabufMr<'_>,
+        local: &mut Region<'_>,
+        seed: u32,
+    ) -> Result<Vec<String>, String> {
+        let timeout = self.cfg.timeout;
+        // A word in the second page; the result lands past the buffer
+        // copies in the local region.
+        let offset = PAGE_SIZE + 8 * (seed as usize % 64);
+        let slot = 2 * LEN - 8;
+        let word =
+            |m: &[u8]| u64::from_ne_bytes(m[offset..offset + 8].try_into().expect("8 bytes"));
+        let mut atomic = |op: SendOp, tag: u64| -> Result<u64, String> {
+            local.bytes_mut()[slot..slot + 8].fill(0xee);
+            let sge = local.sge(slot, 8).map_err(|e| e.to_string())?;
+            ep.post_and_wait(Side::A, tag, op, sge, timeout)
+                .map_err(|e| format!("{} at {offset}: {e}", op.name()))?;
+            Ok(u64::from_ne_bytes(
+                local.bytes()[slot..slot + 8].try_into().expect("8 bytes"),
+            ))
+        };
+        let remote = mr.remote(offset, 8).map_err(|e| e.to_string())?;
+        let mut notes = Vec::new();
+
+        let old = word(&self.model);
+        let add = 0x1_0000_0001 ^ u64::from(seed);
+        let got = atomic(SendOp::FetchAdd(remote, add), 5)?;
+        if got != old {
+            return Err(format!(
+                "fetch-and-add returned {got:#x}, the word held {old:#x}"
+            ));
+        }
+        let new = old.wrapping_add(add);
+        self.model[offset..offset + 8].copy_from_slice(&new.to_ne_bytes());
+        notes.push(self.cpu_check(&format!(
+            "fetch-and-add of {add:#x} at {offset} returned {old:#x}"
+        ))?);
+
+        let swap = !new;
+        let op = SendOp::CompareSwap {
+            remote,
+            compare: new,
+            swap,
+        };
+        let got = atomic(op, 6)?;
+        if got != new {
+            return Err(format!(
+                "matching compare-and-swap returned {got:#x}, want {new:#x}"
+            ));
+        }
+        self.model[offset..offset + 8].copy_from_slice(&swap.to_ne_bytes());
+        notes.push(self.cpu_check(&format!("matching compare-and-swap at {offset} swapped"))?);
+
+        let op = SendOp::CompareSwap {
+            remote,
+            compare: new,
+            swap: 0,
+        };
+        let got = atomic(op, 7)?;
+        if got != swap {
+            return Err(format!(
+                "stale compare-and-swap returned {got:#x}, want {swap:#x}"
+            ));
+        }
+        notes.push(self.cpu_check(&format!("stale compare-and-swap at {offset} left the word"))?);
         Ok(notes)
     }
 }
@@ -239,7 +315,10 @@ pub fn run_dmabuf(cfg: &Config, device: &Path, gpu: Option<&str>) -> Vec<TestRes
         }
     };
 
-    let access = AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead;
+    let access = AccessFlags::LocalWrite
+        | AccessFlags::RemoteWrite
+        | AccessFlags::RemoteRead
+        | AccessFlags::RemoteAtomic;
     let raw = fd.as_raw_fd();
     let mr = match DmabufMr::register(&dev, raw, 0, LEN, access) {
         Ok((mr, note)) => {
@@ -267,15 +346,6 @@ pub fn run_dmabuf(cfg: &Config, device: &Path, gpu: Option<&str>) -> Vec<TestRes
     let null = File::open("/dev/null").map_err(|e| e.to_string());
     let bad = null.and_then(|null| {
         Ok(vec![
-            refused(
-                &dev,
-                raw,
-                0,
-                LEN,
-                access | AccessFlags::RemoteAtomic,
-                libc::EOPNOTSUPP,
-                "remote atomic access (the CPU cannot do atomics on every exporter's memory)",
-            )?,
             refused(
                 &dev,
                 raw,
@@ -314,7 +384,7 @@ pub fn run_dmabuf(cfg: &Config, device: &Path, gpu: Option<&str>) -> Vec<TestRes
     for &mtu in &cfg.mtus {
         let r = case.traffic(mtu, &mr, &mut local, &mut ram);
         all_ok &= point(
-            &format!("mtu {mtu}: RDMA WRITE and READ of VRAM through the MR, every byte checked by the NIC and the CPU"),
+            &format!("mtu {mtu}: RDMA WRITE, READ and atomics on VRAM through the MR, every byte checked by the NIC and the CPU"),
             mtu,
             r,
         );
