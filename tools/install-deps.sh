@@ -20,6 +20,10 @@ PKGS=(
 	qemu-system-x86 pciutils iproute2
 	rdma-core ibverbs-utils perftest ibverbs-providers libibverbs1
 	python3-pyverbs python3-ply python3-git
+	# rdma-core 56.1's pyverbs, built by tools/rdma-core.sh (libdrm-dev:
+	# without drm.h, pyverbs builds its dma-buf allocator as a stub)
+	ninja-build pkg-config python3-dev cython3 libnl-3-dev libnl-route-3-dev patch
+	libudev-dev libdrm-dev
 )
 
 need=()
