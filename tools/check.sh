@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 # `make check`: the project's test command (CI runs it from a clean clone).
 #
-#  1. toolchain (idempotent), host unit tests, clippy and rustfmt; the KTAP
-#     parser against kunit_parser.py on the kernel's KTAP corpus
+#  1. toolchain (idempotent), rdma-core with our patches (pyverbs, for the
+#     alias plan), host unit tests, clippy and rustfmt; the KTAP parser
+#     against kunit_parser.py on the kernel's KTAP corpus
 #  2. patches/ is current, and the whole series applies to the base
 #  3. the debug kernel (base + series) and the out-of-tree module build
 #  4. VM suites under TCG, each with a verdict per suite: one GPU (rvram
@@ -23,6 +24,12 @@ step() { log "== $* ($((SECONDS - t0)) s)"; }
 
 step "toolchain"
 tools/install-deps.sh
+
+# rdma-core 56.1 with our patches, for pyverbs' dma-buf MR tests in the
+# alias plan (tests/vm/pyverbs-dmabuf.sh): ~4 min cold, then a no-op.
+step "rdma-core"
+RVRAM_RDMA_CORE=$(tools/rdma-core.sh)
+export RVRAM_RDMA_CORE
 
 step "host tests"
 mkdir -p results
