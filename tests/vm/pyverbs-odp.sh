@@ -10,6 +10,7 @@
 #
 # Environment: RVRAM_RESULTS, RVRAM_TOP.
 set -u
+. "$(dirname "$0")/pyverbs-tap.sh"
 baseline=${RVRAM_PYVERBS_BASELINE-$RVRAM_TOP/tests/vm/pyverbs-stock.txt}
 src=/usr/share/doc/rdma-core/tests
 work=$RVRAM_RESULTS/pyverbs
@@ -33,27 +34,9 @@ cd "$work/tests" || exit 1
 	> "$work/unittest.log" 2>&1
 rc=$?
 echo "TAP version 13"
-n=0
-fail=0
-declare -A verdict
-: > "$work/verdicts.txt"
-# unittest -v: "test_name (tests.test_odp.Class.test_name) ... ok|FAIL|ERROR|skipped 'why'"
-while IFS= read -r line; do
-	name=${line%% ... *}
-	case $line in
-	*" ... ok") n=$((n + 1)); echo "ok $n $name"; v=pass ;;
-	*" ... skipped "*) n=$((n + 1)); echo "ok $n $name # SKIP ${line#* ... skipped }"; v=skip ;;
-	*" ... FAIL" | *" ... ERROR")
-		n=$((n + 1))
-		fail=$((fail + 1))
-		echo "not ok $n $name"
-		v=fail
-		;;
-	*) continue ;;
-	esac
-	verdict[${name%% *}]=$v
-	echo "$v ${name%% *}" >> "$work/verdicts.txt"
-done < "$work/unittest.log"
+pyverbs_tap "$work/unittest.log" "$work/verdicts.txt"
+n=$pyverbs_n
+fail=$pyverbs_fail
 echo "# unittest exit code $rc; full log: pyverbs/unittest.log"
 if [ -n "$baseline" ]; then
 	n=$((n + 1))
@@ -61,10 +44,10 @@ if [ -n "$baseline" ]; then
 	both=0
 	while read -r v t; do
 		[ "$v" = pass ] || continue
-		if [ "${verdict[$t]:-missing}" = pass ]; then
+		if [ "${pyverbs_verdict[$t]:-missing}" = pass ]; then
 			both=$((both + 1))
 		else
-			lost+=("$t: ${verdict[$t]:-missing}")
+			lost+=("$t: ${pyverbs_verdict[$t]:-missing}")
 		fi
 	done < <(grep -v '^#' "$baseline")
 	if [ ${#lost[@]} = 0 ] && [ $both -gt 0 ]; then
