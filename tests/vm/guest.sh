@@ -120,6 +120,13 @@ alias)
 	# VRAM buffer objects as dma-buf MRs on Soft-RoCE, from user verbs;
 	# their prefetch is refused, also once revoked.
 	run_suite rdma-dmabuf "$T/rdma-dmabuf.sh"
+	# rdma-core's own dma-buf MR tests (pyverbs, rdma-core 56.1 with our
+	# patches: RVRAM_RDMA_CORE) on rxe, the buffers from rvram0's VRAM.
+	# No skip is justified: each would mean that pyverbs' rvram backend,
+	# the rxe provider or rxe refused (tests/vm/pyverbs-dmabuf.sh).
+	expect pyverbs-dmabuf
+	expect_skips pyverbs-dmabuf 0
+	run_suite pyverbs-dmabuf "$T/pyverbs-dmabuf.sh"
 	;;
 rdma)
 	# The ODP suites alone (also part of the alias plan), for development.
