@@ -71,6 +71,18 @@ single)
 	expect rvram-dmem
 	run_suite rvram-dmem "$T/rvram-dmem.sh"
 	;;
+scale)
+	# One GPU with 16 GiB of VRAM: probe, rebind and reload; what a bind
+	# costs in time and struct pages, and gives back at unbind; eviction
+	# of resident data; a buffer's dma-buf in hostile hands.
+	expect kunit:rvram_vram kunit:rvram_dmirror rvram-probe-scale rvram-scale
+	expect rvram-dmabuf-abuse-scale
+	# No edu device here either.
+	expect_skips rvram-probe-scale 1
+	run_suite rvram-probe-scale "$T/rvram-probe.sh"
+	run_suite rvram-scale "$T/rvram-scale.sh"
+	run_suite rvram-dmabuf-abuse-scale "$T/rvram-dmabuf-abuse.sh"
+	;;
 dual)
 	expect kunit:rvram_vram kunit:rvram_dmirror rvram-probe-dual hmm-tests-rvram rvram-stress hmm-race-rvram
 	expect rvram-coherent
