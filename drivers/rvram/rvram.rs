@@ -15,9 +15,9 @@
 //!   DMA to;
 //! - device-coherent (driver `rvram-coherent`): the BAR itself is a
 //!   device-coherent [`Pagemap`], which the CPU maps cacheably, as a GPU
-//!   with a coherent interconnect (or CXL memory) would be. A CPU access does not migrate, and peers DMA-map the
-//!   pages like system memory, so there are no P2P aliases and no dma-buf
-//!   export.
+//!   with a coherent interconnect (or CXL memory) would be. A CPU access
+//!   does not migrate, and peers DMA-map the pages like system memory, so
+//!   there are no P2P aliases and no dma-buf export.
 //!
 //! Each bound device gets an index `N`, a character device `/dev/rvramN`
 //! speaking the `lib/test_hmm` dmirror ioctl ABI, and a debugfs directory
