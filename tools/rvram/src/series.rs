@@ -7,9 +7,13 @@
 //! they share (base, date, sources). Each series is a directory
 //! `series/<name>/` with its own `series.toml` (subject, subject prefix,
 //! version, change-id, the series it requires, its patches) and cover
-//! letter. Each patch names the repository files it adds to the kernel tree
-//! (their final version: a file is introduced whole, in exactly one patch of
-//! one series) and, optionally, a diff against existing kernel files.
+//! letter. Each patch names the repository files it brings to their final
+//! version in the kernel tree (each file in exactly one patch of one series)
+//! and, optionally, a diff. A new file is usually added whole; a driver posted
+//! in pieces is built up instead: earlier patches of its series create and
+//! change its files through their diffs, and the patch that lists a file
+//! brings it to the repository's version, which no later patch may change
+//! (checked when the series are built).
 //!
 //! A series is generated on top of the base and of the series it requires
 //! (transitively), and nothing else: its cover letter names its base commit
@@ -108,10 +112,13 @@ pub struct Patch {
     /// Commit message body, ending with its trailers (`Fixes:`, `Cc:`),
     /// without `Assisted-by:` (added by the tool) or `Signed-off-by:`.
     pub body: String,
-    /// New files: repository path -> path in the kernel tree.
+    /// Files this patch brings to their final version: repository path ->
+    /// path in the kernel tree. The path is new, or was created by an
+    /// earlier patch's diff of the same series.
     #[serde(default)]
     pub files: BTreeMap<PathBuf, PathBuf>,
-    /// A diff against existing kernel files, relative to the repository root.
+    /// A diff against the kernel tree as the patches before leave it,
+    /// relative to the repository root; applied before `files`.
     pub diff: Option<PathBuf>,
 }
 
@@ -558,7 +565,36 @@ impl<'a> Builder<'a> {
             commits.push(commit.clone());
             parent = commit;
         }
+        self.check_final(si, &parent)?;
         Ok(commits)
+    }
+
+    /// Checks that series `si`, ending at `last`, leaves every file it lists
+    /// at the repository's version: no patch after the one that lists a file
+    /// changes it.
+    fn check_final(&self, si: usize, last: &str) -> Result<()> {
+        let series = &self.set.series[si];
+        for (pi, p) in series.patches.iter().enumerate() {
+            for (src, dst) in &p.files {
+                let abs = self.paths.repo.join(src);
+                let want =
+                    self.git
+                        .run(&["hash-object", "--no-filters", &abs.to_string_lossy()])?;
+                let have = self
+                    .git
+                    .run(&["rev-parse", &format!("{last}:{}", dst.display())])?;
+                if have != want {
+                    bail!(
+                        "{} patch {} brings {} to its final version, but a later patch \
+                         changes it: list a file in the last patch that changes it",
+                        series.name,
+                        pi + 1,
+                        dst.display()
+                    );
+                }
+            }
+        }
+        Ok(())
     }
 
     fn commit(&self, parent: &str, p: &Patch) -> Result<String> {

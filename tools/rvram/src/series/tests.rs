@@ -282,3 +282,122 @@ fn rfc2822_weekdays() {
     );
     assert_eq!(rfc2822("garbage"), "garbage");
 }
+
+/// A scratch repository and base tree for the tests that build commits.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("rvram-series-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let sh = |dir: &Path, args: &[&str]| {
+            let ok = Command::new("git")
+                .args(args)
+                .current_dir(dir)
+                .stdout(Stdio::null())
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        for sub in ["repo", "base"] {
+            let d = dir.join(sub);
+            fs::create_dir_all(&d).unwrap();
+            sh(&d, &["init", "-q"]);
+            sh(&d, &["config", "user.name", "T"]);
+            sh(&d, &["config", "user.email", "t@example.org"]);
+        }
+        let base = dir.join("base");
+        fs::write(base.join("README"), "base\n").unwrap();
+        sh(&base, &["add", "README"]);
+        sh(&base, &["commit", "-q", "-m", "base"]);
+        sh(&base, &["tag", "base"]);
+        Scratch(dir)
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let path = self.0.join("repo").join(rel);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+
+    fn paths(&self) -> Paths {
+        Paths {
+            repo: self.0.join("repo"),
+            base: self.0.join("base"),
+        }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A driver posted in two pieces: the first patch's diff creates `d.c` at
+/// its first version, the second brings it to the repository's.
+fn pieces(s: &Scratch, second_diff: Option<&str>) {
+    s.write(
+        "series/series.toml",
+        "date = \"2026-11-21 00:00:00 +0000\"\nsources = [\"drivers\"]\n\
+         assisted_by = \"LLM\"\nseries = [\"drv\"]\n[base]\nname = \"v7.3.4\"\n",
+    );
+    s.write("series/drv/cover.txt", "The driver.\n");
+    s.write("drivers/d.c", "int a;\nint b;\n");
+    s.write(
+        "series/drv/1.diff",
+        "diff --git a/drivers/d.c b/drivers/d.c\nnew file mode 100644\n\
+         --- /dev/null\n+++ b/drivers/d.c\n@@ -0,0 +1 @@\n+int a;\n",
+    );
+    s.write(
+        "series/drv/2.diff",
+        "diff --git a/README b/README\n--- a/README\n+++ b/README\n\
+         @@ -1 +1,2 @@\n base\n+drv\n",
+    );
+    let mut toml = String::from(
+        "subject = \"drv: a driver\"\ncover = \"series/drv/cover.txt\"\n\
+         change_id = \"20261126-drv-0123456789ab\"\n\
+         [[patch]]\nsubject = \"drv: add the core\"\nbody = \"Core.\"\n\
+         diff = \"series/drv/1.diff\"\n\
+         [[patch]]\nsubject = \"drv: add b\"\nbody = \"B.\"\n\
+         files = { \"drivers/d.c\" = \"drivers/d.c\" }\n",
+    );
+    if let Some(d) = second_diff {
+        toml.push_str(&format!(
+            "[[patch]]\nsubject = \"drv: more\"\nbody = \"More.\"\ndiff = \"{d}\"\n"
+        ));
+    }
+    s.write("series/drv/series.toml", &toml);
+}
+
+#[test]
+fn a_piece_listed_after_its_diffs_is_final() {
+    let s = Scratch::new("final");
+    pieces(&s, None);
+    let commits = build_commits(&s.paths()).unwrap();
+    assert_eq!(commits.len(), 2);
+    let dir = s.0.join("base");
+    let base = Git::new(&dir);
+    let show = |c: &str| base.run(&["show", &format!("{c}:drivers/d.c")]).unwrap();
+    assert_eq!(show(&commits[0]), "int a;");
+    assert_eq!(show(&commits[1]), "int a;\nint b;");
+}
+
+#[test]
+fn a_file_changed_after_its_final_version_is_refused() {
+    let s = Scratch::new("later");
+    pieces(&s, Some("series/drv/2.diff"));
+    // The third patch only touches README: fine.
+    assert_eq!(build_commits(&s.paths()).unwrap().len(), 3);
+    s.write(
+        "series/drv/2.diff",
+        "diff --git a/drivers/d.c b/drivers/d.c\n--- a/drivers/d.c\n+++ b/drivers/d.c\n\
+         @@ -1,2 +1,3 @@\n int a;\n int b;\n+int c;\n",
+    );
+    let err = build_commits(&s.paths()).unwrap_err().0;
+    assert!(
+        err.contains("drv patch 2 brings drivers/d.c to its final version"),
+        "{err}"
+    );
+}
