@@ -3,7 +3,9 @@
 # Bisectability: build the debug kernel at every patch of every series,
 # both with all series applied in order and with each series on its
 # prerequisites alone, as it is posted. Incremental, but a patch touching a
-# widely included header rebuilds much of the tree.
+# widely included header rebuilds much of the tree. The builds use a source
+# checkout and object tree of their own (tools/kernel.sh bisect), so the
+# test kernel stays built and VM suites can run meanwhile.
 #
 # A patch whose resulting source tree was built before, with the same
 # config fragments, build script and toolchain, is not built again: the
@@ -33,7 +35,7 @@ for c in "${commits[@]}"; do
 	fi
 	log "bisect: patch $n/${#commits[@]}: $subject"
 	# Options whose Kconfig symbol a later patch adds are not required yet.
-	RVRAM_KCONFIG_PARTIAL=1 tools/kernel.sh debug "$c" >/dev/null
+	RVRAM_KCONFIG_PARTIAL=1 tools/kernel.sh bisect "$c" >/dev/null
 	date -u +"on %F %H:%M UTC" > "$memo/$key"
 	built=$((built + 1))
 done

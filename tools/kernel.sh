@@ -5,8 +5,10 @@
 #   tools/kernel.sh VARIANT COMMIT
 #
 # VARIANT is "debug" (KASAN, lockdep, DEBUG_VM: the test kernel),
-# "nodebug" (benchmarks only) or "stock" (the debug config for the base
-# commit, for baselines). COMMIT is a commit in the base repository
+# "nodebug" (benchmarks only), "stock" (the debug config for the base
+# commit, for baselines) or "bisect" (the debug config in a source checkout
+# and object tree of its own, which make check-bisect moves from patch to
+# patch without disturbing the test kernel). COMMIT is a commit in the base repository
 # (tools/rvram series apply prints one). The source checkout and the object
 # trees live in the cache; a stamp keyed by commit + config + toolchain makes a
 # repeated call a no-op, and a changed series rebuilds incrementally.
@@ -24,6 +26,10 @@ cfgdir=$RVRAM_TOP/tests/config
 
 case $variant in
 debug) frags=("$cfgdir/rvram-debug.config") ;;
+bisect)
+	frags=("$cfgdir/rvram-debug.config")
+	src=$RVRAM_CACHE/src/bisect
+	;;
 nodebug) frags=("$cfgdir/rvram-debug.config" "$cfgdir/rvram-nodebug.config") ;;
 # The debug config on the base commit, without the series (its options are
 # skipped where the base has no such symbol): make pyverbs-baseline.
