@@ -98,6 +98,15 @@ tap_eq "rvram0's p2p_alias takes 0, 1, n, y, off, on, N, Y" "N Y N Y N Y N Y" \
 err=$( (echo maybe > "$f") 2>&1)
 tap_check "rvram0's p2p_alias refuses 'maybe' with EINVAL" grep -q "Invalid argument" <<< "$err"
 tap_eq "... and stays on" Y "$(cat "$f" 2>/dev/null)"
+echo N > "$f"
+# One write(2) of 4 KiB starting with a valid word: refused whole, not read
+# in part (kstrtobool() would take its first byte).
+err=$( (printf 'y%4095s' '' > "$f") 2>&1)
+tap_check "rvram0's p2p_alias refuses a 4 KiB write with EINVAL" grep -q "Invalid argument" <<< "$err"
+err=$( (printf 'yyyyyyyyy' > "$f") 2>&1)
+tap_check "... and a 9-byte write" grep -q "Invalid argument" <<< "$err"
+tap_eq "... and stays off" N "$(cat "$f" 2>/dev/null)"
+echo Y > "$f"
 
 # A device that is not an ivshmem-plain GPU, assigned to rvram: probe
 # refuses it. QEMU's edu device (the DMA engines of tools/vm.sh

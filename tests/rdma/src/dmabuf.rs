@@ -11,7 +11,9 @@
 //! - as the local buffer of an RDMA READ from, and an RDMA WRITE to, an MR
 //!   in system RAM (its lkey);
 //! - as the target of atomic fetch-and-add and compare-and-swap (a matching
-//!   and a stale compare), whose old values come back to the requester.
+//!   and a stale compare), whose old values come back to the requester, and
+//!   of a misaligned fetch-and-add, which the responder refuses
+//!   (`IBV_WC_REM_INV_REQ_ERR`) without touching the buffer.
 //!
 //! Every byte is checked twice: through the NIC, and with the CPU through
 //! an `mmap()` of the dma-buf, which maps the BAR pages themselves, so the
@@ -21,9 +23,9 @@
 //! prefetch of the MR, which is not ODP: `ENOENT` for every advice, async
 //! and `FLUSH` (Linux 7.3 with our dma-buf MRs dereferenced their missing
 //! umem; [`crate::prefetch`]). With a PCI address, the GPU is then unbound
-//! under the live MR: the exporter revokes the buffer, and later WRITEs and
-//! READs of the MR must fail with a remote access error instead of reaching
-//! a BAR the driver gave up, and a prefetch still gets `ENOENT`; the MR and
+//! under the live MR: the exporter revokes the buffer, and later WRITEs,
+//! READs and atomics of the MR must fail with a remote access error instead
+//! of reaching a BAR the driver gave up, and a prefetch still gets `ENOENT`; the MR and
 //! buffer are then released and the GPU bound again.
 //!
 //! rdma-core's rxe provider (as of rdma-core 44, Debian bookworm's) has no
@@ -68,6 +70,8 @@ const LEN: usize = PAGES * PAGE_SIZE;
 const IOVA: u64 = 0x7e57_0000_0000;
 /// `IBV_WC_LOC_PROT_ERR`.
 const WC_LOC_PROT_ERR: u32 = 4;
+/// `IBV_WC_REM_INV_REQ_ERR`.
+const WC_REM_INV_REQ_ERR: u32 = 9;
 /// `IBV_WC_REM_ACCESS_ERR`.
 const WC_REM_ACCESS_ERR: u32 = 10;
 
@@ -229,6 +233,26 @@ impl Case<'_> {
             ));
         }
         notes.push(self.cpu_check(&format!("stale compare-and-swap at {offset} left the word"))?);
+
+        // A fetch-and-add on a word that is not 8-byte aligned: the
+        // responder refuses it (IBA A19.4.2), the word and its neighbours
+        // stay as they were. It leaves the QPs in the error state, so it
+        // comes last.
+        let remote = mr.remote(offset + 4, 8).map_err(|e| e.to_string())?;
+        match atomic(SendOp::FetchAdd(remote, 1), 8) {
+            Err(e) if e.contains(verbs::wc_status_name(WC_REM_INV_REQ_ERR)) => {}
+            Err(e) => return Err(format!("misaligned fetch-and-add: {e}")),
+            Ok(got) => {
+                return Err(format!(
+                    "misaligned fetch-and-add at {} completed, returning {got:#x}",
+                    offset + 4
+                ))
+            }
+        }
+        notes.push(self.cpu_check(&format!(
+            "misaligned fetch-and-add at {}: IBV_WC_REM_INV_REQ_ERR",
+            offset + 4
+        ))?);
         Ok(notes)
     }
 }
@@ -416,7 +440,7 @@ pub fn run_dmabuf(cfg: &Config, device: &Path, gpu: Option<&str>) -> Vec<TestRes
             unbound = Some(gpu);
         }
         point(
-            "unbind the GPU under the live MR: the NIC's WRITE and READ fail, nothing reaches the BAR, a prefetch gets ENOENT",
+            "unbind the GPU under the live MR: the NIC's WRITE, READ and atomics fail, nothing reaches the BAR, a prefetch gets ENOENT",
             mtu0,
             revoked,
         );
@@ -461,16 +485,23 @@ fn unbind_under_mr(
     let timeout = case.cfg.timeout;
     // Each failed request leaves the QPs in the error state: a new pair
     // for each.
-    for (name, write) in [("WRITE", true), ("READ", false)] {
+    for name in ["WRITE", "READ", "fetch-and-add", "compare-and-swap"] {
         let mut ep = case.dev.connect(mtu).map_err(|e| format!("connect: {e}"))?;
         local.bytes_mut()[..PAGE_SIZE].fill(0x5a);
-        let remote = mr.remote(0, PAGE_SIZE).map_err(|e| e.to_string())?;
-        let op = if write {
-            SendOp::Write(remote)
-        } else {
-            SendOp::Read(remote)
+        let atomic = name.starts_with("fetch") || name.starts_with("compare");
+        let len = if atomic { 8 } else { PAGE_SIZE };
+        let remote = mr.remote(0, len).map_err(|e| e.to_string())?;
+        let op = match name {
+            "WRITE" => SendOp::Write(remote),
+            "READ" => SendOp::Read(remote),
+            "fetch-and-add" => SendOp::FetchAdd(remote, 1),
+            _ => SendOp::CompareSwap {
+                remote,
+                compare: 0,
+                swap: 1,
+            },
         };
-        let sge = local.sge(0, PAGE_SIZE).map_err(|e| e.to_string())?;
+        let sge = local.sge(0, len).map_err(|e| e.to_string())?;
         match ep.post_and_wait(Side::A, 9, op, sge, timeout) {
             Err(OpError::Status { status, .. }) if status == WC_REM_ACCESS_ERR => {
                 notes.push(format!(
