@@ -67,7 +67,7 @@ check-series: tool
 check-bisect: deps tool
 	tools/check-bisect.sh
 
-checkpatch:
+checkpatch: tool
 	tools/checkpatch.sh
 
 check:
