@@ -102,9 +102,10 @@ export RVRAM_HMM_TESTS=$hmm_tests
 # plan 984-1796 s with its stress suite 10-18 minutes of it, the splat
 # plan 231 s): the limits leave room for that.
 run_plan single --gpus 1 --vram 256 --timeout 1200
-# One GPU at a real VRAM size, 16 GiB: QEMU backs the BAR lazily, so only
-# what the guest touches costs host memory (about 3 minutes of guest time).
-run_plan scale --gpus 1 --vram 16384 --timeout 1200
+# A GPU at a real VRAM size, 16 GiB, next to a small one and a far one:
+# QEMU backs the BARs lazily, so only what the guest touches costs host
+# memory (about 8 minutes of guest time).
+run_plan scale --gpus 2 --far-gpus 1 --vram 16384,256 --timeout 1500
 # Four GPUs in the dual plan: hmm-tests' coherent variants run on rvram2
 # and rvram3 bound as device-coherent memory.
 run_plan dual --gpus 4 --vram 512,256,128,128 --dma-engines --timeout 2700

@@ -72,16 +72,23 @@ single)
 	run_suite rvram-dmem "$T/rvram-dmem.sh"
 	;;
 scale)
-	# One GPU with 16 GiB of VRAM: probe, rebind and reload; what a bind
-	# costs in time and struct pages, and gives back at unbind; eviction
-	# of resident data; a buffer's dma-buf in hostile hands.
+	# rvram0 with 16 GiB of VRAM, rvram1 (256 MiB) under the same switch
+	# and a far GPU: probe, rebind and reload; what a bind costs in time
+	# and struct pages, and gives back at unbind; eviction of resident
+	# data; a buffer's dma-buf in hostile hands; hmm-tests and P2P aliases
+	# with the 16 GiB GPU as device 0 and alias owner.
 	expect kunit:rvram_vram kunit:rvram_dmirror rvram-probe-scale rvram-scale
-	expect rvram-dmabuf-abuse-scale
+	expect rvram-dmabuf-abuse-scale hmm-tests-scale rvram-alias-scale
 	# No edu device here either.
 	expect_skips rvram-probe-scale 1
 	run_suite rvram-probe-scale "$T/rvram-probe.sh"
 	run_suite rvram-scale "$T/rvram-scale.sh"
 	run_suite rvram-dmabuf-abuse-scale "$T/rvram-dmabuf-abuse.sh"
+	# Private GPUs only: the 38 device-coherent variants skip, as with
+	# test_hmm.
+	expect_skips hmm-tests-scale 38
+	run_suite hmm-tests-scale "$T/hmm-tests.sh" rvram
+	run_suite rvram-alias-scale "$T/rvram-alias.sh"
 	;;
 dual)
 	expect kunit:rvram_vram kunit:rvram_dmirror rvram-probe-dual hmm-tests-rvram rvram-stress hmm-race-rvram

@@ -41,7 +41,11 @@ rvram)
 	rvram_load "${kinds[@]}" || exit 1
 	echo "# rvram loaded; GPUs and drivers in PCI address order:" \
 		"$(for g in $(rvram_gpus); do printf '%s %s; ' "$g" "$(rvram_driver "$g")"; done)" >&2
+	# Devices 2 and 3 are hmm-tests' device-coherent ones: only the
+	# rvram-coherent GPUs of a four-GPU guest may stand in for them (a
+	# far GPU of the scale plan is rvram2, and private).
 	for n in 0 1 2 3; do
+		[ $n -ge 2 ] && [ ${#kinds[@]} = 0 ] && break
 		[ -e /dev/rvram$n ] && ln -sf rvram$n /dev/hmm_dmirror$n
 	done
 	;;

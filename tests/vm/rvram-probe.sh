@@ -5,7 +5,8 @@
 # that is not an ivshmem-plain GPU is refused. Every bound GPU maps BAR2,
 # reports its VRAM size and has a working P2P alias switch; unbind/bind
 # and module reload are clean, and the assignments outlive them.
-# Environment: RVRAM_TOP, RVRAM_GPUS, RVRAM_VRAM_MB (sizes in MiB, one per GPU).
+# Environment: RVRAM_TOP, RVRAM_GPUS and RVRAM_FAR_GPUS (GPUs under the switch
+# and far ones), RVRAM_VRAM_MB (sizes in MiB, one per GPU under the switch).
 set -u
 . "$(dirname "$0")/tap.sh"
 . "$(dirname "$0")/rvram.sh"
@@ -28,11 +29,18 @@ pci_of() {
 	log | sed -n "s/.* \([0-9a-f]\{4\}:[0-9a-f:.]*\): $1: .* MiB of VRAM.*/\1/p" | tail -1
 }
 override() { cat "/sys/bus/pci/devices/$1/driver_override"; }
-want_sizes=$(for mb in $RVRAM_VRAM_MB; do echo $((mb << 20)); done | sort -n | tr '\n' ' ')
-names=$(seq -f 'rvram%g' 0 $((RVRAM_GPUS - 1)) | tr '\n' ' ')
+# GPUs under the switch, then far ones behind root ports of their own
+# (tools/vm.sh --far-gpus: the VRAM size of the last GPU), in PCI address
+# order.
+far=${RVRAM_FAR_GPUS:-0}
+n_gpus=$((RVRAM_GPUS + far))
+want_sizes=$(for mb in $RVRAM_VRAM_MB $(for ((i = 0; i < far; i++)); do echo "${RVRAM_VRAM_MB##* }"; done); do
+	echo $((mb << 20))
+done | sort -n | tr '\n' ' ')
+names=$(seq -f 'rvram%g' 0 $((n_gpus - 1)) | tr '\n' ' ')
 gpus=$(rvram_gpus)
 
-tap_eq "the guest has $RVRAM_GPUS ivshmem GPU(s)" "$RVRAM_GPUS" "$(echo "$gpus" | grep -c .)"
+tap_eq "the guest has $n_gpus ivshmem GPU(s)" "$n_gpus" "$(echo "$gpus" | grep -c .)"
 # Assignments outlive rmmod: start from none, whatever ran before.
 for g in $gpus; do
 	rvram_assign "$g" none
@@ -48,9 +56,9 @@ last=$(echo "$gpus" | tail -1)
 for g in $gpus; do
 	[ "$g" = "$last" ] || rvram_assign "$g" rvram
 done
-if [ "$RVRAM_GPUS" -ge 2 ]; then
-	tap_eq "the $((RVRAM_GPUS - 1)) GPU(s) assigned to rvram bind, one at a time" \
-		$((RVRAM_GPUS - 1)) "$(bound)"
+if [ "$n_gpus" -ge 2 ]; then
+	tap_eq "the $((n_gpus - 1)) GPU(s) assigned to rvram bind, one at a time" \
+		$((n_gpus - 1)) "$(bound)"
 else
 	tap_eq "no GPU assigned: none binds" 0 "$(bound)"
 fi
@@ -58,8 +66,8 @@ echo "$last" > /sys/bus/pci/drivers_probe
 tap_eq "$last, probed but not assigned, stays unbound" "" "$(rvram_driver "$last")"
 rvram_assign "$last" rvram
 tap_eq "$last, assigned to rvram and probed, binds" rvram "$(rvram_driver "$last")"
-tap_eq "rvram binds every GPU" "$RVRAM_GPUS" "$(bound)"
-tap_eq "rvram0 to rvram$((RVRAM_GPUS - 1)) are the GPUs in PCI address order" \
+tap_eq "rvram binds every GPU" "$n_gpus" "$(bound)"
+tap_eq "rvram0 to rvram$((n_gpus - 1)) are the GPUs in PCI address order" \
 	"$(echo "$gpus" | tr '\n' ' ')" \
 	"$(for n in $names; do pci_of "$n"; done | tr '\n' ' ')"
 tap_eq "debugfs reports each VRAM size" "$want_sizes" "$(sizes)"
@@ -80,12 +88,12 @@ for d in "$DBG"/rvram*; do
 	tap_check "$(basename "$d"): device-private range is reserved in iomem" \
 		grep -qi "^ *0*$(printf '%x' $((dp << 12)))-.*: device-private" /proc/iomem
 done
-tap_eq "P2PDMA memory registered for each GPU" "$RVRAM_GPUS" \
+tap_eq "P2PDMA memory registered for each GPU" "$n_gpus" \
 	"$(dmesg | grep -c 'added peer-to-peer DMA memory')"
 
-# All GPUs (and the peer slot) hang off one PCIe switch: P2PDMA needs a
+# The GPUs (and the peer slot) hang off one PCIe switch: P2PDMA needs a
 # common upstream bridge that is not the (non-whitelisted) q35 host bridge.
-ups=$(for g in $gpus; do basename "$(dirname "$(dirname "$(readlink -f "/sys/bus/pci/devices/$g")")")"; done | sort -u)
+ups=$(for g in $(echo "$gpus" | head -n "$RVRAM_GPUS"); do basename "$(dirname "$(dirname "$(readlink -f "/sys/bus/pci/devices/$g")")")"; done | sort -u)
 tap_eq "GPUs share one switch upstream port" 1 "$(echo "$ups" | grep -c .)"
 
 # The P2P alias switch of each device-private GPU: on after probe, takes
@@ -126,7 +134,7 @@ else
 	tap_eq "edu device $edu, assigned to rvram and probed, stays unbound" "" "$(rvram_driver "$edu")"
 	tap_check "... rvram logs that $edu is not an ivshmem device" \
 		grep -q "$edu.*not an ivshmem" <(log)
-	tap_eq "... rvram's GPUs unchanged" "$RVRAM_GPUS $names" "$(bound) $(ls "$DBG" | tr '\n' ' ')"
+	tap_eq "... rvram's GPUs unchanged" "$n_gpus $names" "$(bound) $(ls "$DBG" | tr '\n' ' ')"
 	# Later suites may drive it (odp_dma).
 	rvram_assign "$edu" none
 	tap_check "... its assignment cleared" test "$(override "$edu")" != rvram
@@ -134,11 +142,11 @@ fi
 
 first=$(echo "$gpus" | head -1)
 rvram_unbind "$first"
-tap_eq "unbind releases one GPU" $((RVRAM_GPUS - 1)) "$(bound)"
-tap_eq "unbind removes its debugfs directory" $((RVRAM_GPUS - 1)) "$(ls -d "$DBG"/rvram* 2>/dev/null | wc -l)"
+tap_eq "unbind releases one GPU" $((n_gpus - 1)) "$(bound)"
+tap_eq "unbind removes its debugfs directory" $((n_gpus - 1)) "$(ls -d "$DBG"/rvram* 2>/dev/null | wc -l)"
 tap_eq "the unbound GPU stays assigned to rvram" rvram "$(override "$first")"
 rvram_bind "$first"
-tap_eq "bind takes it back" "$RVRAM_GPUS" "$(bound)"
+tap_eq "bind takes it back" "$n_gpus" "$(bound)"
 tap_eq "rebound GPU reports its VRAM size again" "$want_sizes" "$(sizes)"
 
 tap_check "rmmod rvram" rmmod rvram
@@ -146,7 +154,7 @@ tap_check "debugfs root is gone after rmmod" test ! -e "$DBG"
 tap_eq "the GPUs stay assigned to rvram after rmmod" \
 	"$(for g in $gpus; do echo rvram; done)" "$(for g in $gpus; do override "$g"; done)"
 tap_check "insmod again" insmod "$MOD"
-tap_eq "insmod binds every GPU still assigned" "$RVRAM_GPUS" "$(bound)"
+tap_eq "insmod binds every GPU still assigned" "$n_gpus" "$(bound)"
 tap_eq "indices are reused after reload" "$names" "$(ls "$DBG" | tr '\n' ' ')"
 tap_check "final rmmod" rmmod rvram
 # Leave the GPUs unassigned, as the suite found them.
