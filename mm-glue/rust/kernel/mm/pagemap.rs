@@ -23,9 +23,11 @@
 //! The pagemap also allocates its pages: every page is free until
 //! [`Pagemap::alloc_folio`] hands it out, and free again once core mm drops
 //! its last reference and [`PagemapOps::folio_free`] has run. Keeping
-//! the allocator here, under a spinlock, is what makes allocation safe: only
-//! free pages are ever initialised, and `folio_free` may be called from any
-//! context where a page reference is dropped.
+//! the allocator here is what makes allocation safe: only free pages are
+//! ever initialised. It is the GPU buddy allocator that GPU drivers use for
+//! their VRAM, with single pages sub-allocated from PMD-sized blocks, and
+//! frees without sleeping, as `folio_free` may be called from any context
+//! where a page reference is dropped.
 //!
 //! C header: [`include/linux/memremap.h`](srctree/include/linux/memremap.h)
 
@@ -37,6 +39,7 @@ use crate::{
     bindings,
     bitmap::BitmapVec,
     error::{
+        to_result,
         Error,
         Result, //
     },
@@ -47,6 +50,9 @@ use crate::{
             Atomic,
             Release, //
         },
+        new_mutex,
+        Mutex,
+        MutexGuard,
         SpinLock, //
     },
     types::Opaque, //
@@ -480,82 +486,378 @@ impl PinnedDrop for Header {
     }
 }
 
-/// The allocator lock of every [`Pagemap`]: one lock class, named once, for
-/// all driver types (a lock class key in generic code would be shared by
-/// the instantiations while its name is not).
-fn new_used(bits: BitmapVec) -> impl PinInit<SpinLock<Used>> {
-    SpinLock::new(
-        Used {
-            bits,
-            next: 0,
-            allocated: 0,
-            reserved: 0,
-        },
-        c"Pagemap::used",
-        crate::static_lock_class!(),
-    )
+/// Pages per chunk: the PMD-sized blocks a pagemap takes from its buddy
+/// allocator for folios.
+const CHUNK_PAGES: usize = 1 << MAX_FOLIO_ORDER;
+
+/// Bytes per chunk.
+const CHUNK_SIZE: usize = crate::page::PAGE_SIZE << MAX_FOLIO_ORDER;
+
+/// A chunk of [`CHUNK_PAGES`] pages, as the pagemap tracks it.
+#[derive(Clone, Copy)]
+struct Chunk {
+    /// The chunk's buddy block while the pagemap holds the chunk, else null.
+    block: *mut bindings::gpu_buddy_block,
+    /// How many of its pages are in folios.
+    used: usize,
 }
 
-/// The allocation state of a pagemap's pages.
+/// The chunks a pagemap holds from its buddy allocator, and their pages.
+///
+/// A held chunk is a PMD-sized folio, or split into single-page folios
+/// (allocated lowest page first, tracked in `bits`), or idle: free, and
+/// kept for the next folio rather than given back to the buddy allocator
+/// at once, because `folio_free` cannot take the buddy allocator's mutex.
 ///
 /// # Invariants
 ///
-/// - No page below `next` is free.
-/// - `allocated` is the number of bits set in `bits`.
-struct Used {
-    /// Bit `i` is set while page `i` is allocated or reserved.
+/// - `chunks[c].block` is not null exactly while chunk `c` is held: it is
+///   then the buddy allocator's allocated block at the chunk's offset, of
+///   the chunk's size.
+/// - A held chunk is either a PMD folio (`used == CHUNK_PAGES`, no bit set
+///   in `bits`), or split (`used` bits set among its pages in `bits`, and
+///   `partial` set if `0 < used < CHUNK_PAGES`), or idle (`used == 0`, no
+///   bit set in `bits`, `idle` set). `bits`, `partial` and `idle` have no
+///   other bits set.
+/// - `allocated` is the sum of `used`, `reserved` the number of pages in
+///   [`Reservation`]s.
+struct Pages {
+    chunks: KVec<Chunk>,
+    /// One bit per page: set while a page of a split chunk is a folio.
     bits: BitmapVec,
-    /// Where a search starts: at or below the lowest free page.
-    next: usize,
-    /// How many bits are set: kept as they change, so that counting the
-    /// pages in use does not walk the bitmap under the lock.
+    /// One bit per chunk: split with both used and free pages.
+    partial: BitmapVec,
+    /// One bit per chunk: held but free.
+    idle: BitmapVec,
     allocated: usize,
-    /// How many of the set bits are reserved pages ([`Reservation`]).
     reserved: usize,
 }
 
-/// The first index at or after `from` of `n` (a power of two) free pages
-/// aligned to `n` that end at most at `end`, in `bits` (at least `end`
-/// bits long).
-fn first_fit(bits: &BitmapVec, end: usize, from: usize, n: usize) -> Option<usize> {
-    let mut base = from;
-    loop {
-        if base >= end {
-            return None;
+// SAFETY: The block pointers are owned by the pagemap's buddy allocator,
+// which any thread may use under its lock.
+unsafe impl Send for Pages {}
+
+impl Pages {
+    fn new(nr_pages: usize) -> Result<Self> {
+        let nr_chunks = nr_pages / CHUNK_PAGES;
+        let free = Chunk {
+            block: core::ptr::null_mut(),
+            used: 0,
+        };
+        // INVARIANT: Nothing is held.
+        Ok(Self {
+            chunks: KVec::from_elem(free, nr_chunks, GFP_KERNEL)?,
+            bits: BitmapVec::new(nr_pages, GFP_KERNEL)?,
+            partial: BitmapVec::new(nr_chunks, GFP_KERNEL)?,
+            idle: BitmapVec::new(nr_chunks, GFP_KERNEL)?,
+            allocated: 0,
+            reserved: 0,
+        })
+    }
+
+    /// Takes an idle chunk.
+    fn take_idle(&mut self) -> Option<usize> {
+        let c = self.idle.next_bit(0)?;
+        self.idle.clear_bit(c);
+        Some(c)
+    }
+
+    /// Allocates a single page: the lowest free page of the lowest partly
+    /// used chunk, else the first page of an idle chunk.
+    fn take_page(&mut self) -> Option<usize> {
+        let c = match self.partial.next_bit(0) {
+            Some(c) => c,
+            None => self.take_idle()?,
+        };
+        // A partial or idle chunk has a free page.
+        let index = self.bits.next_zero_bit(c * CHUNK_PAGES)?;
+        self.bits.set_bit(index);
+        let chunk = &mut self.chunks[c];
+        chunk.used += 1;
+        if chunk.used < CHUNK_PAGES {
+            self.partial.set_bit(c);
+        } else {
+            self.partial.clear_bit(c);
         }
-        let free = bits.next_zero_bit(base)?;
-        base = free.next_multiple_of(n);
-        if base + n > end {
-            return None;
+        // INVARIANT: The chunk is split, with one more page used.
+        self.allocated += 1;
+        Some(index)
+    }
+
+    /// Allocates an idle chunk as a PMD folio.
+    fn take_chunk(&mut self) -> Option<usize> {
+        let c = self.take_idle()?;
+        // INVARIANT: The idle chunk is a PMD folio now.
+        self.chunks[c].used = CHUNK_PAGES;
+        self.allocated += CHUNK_PAGES;
+        Some(c * CHUNK_PAGES)
+    }
+
+    /// Allocates a folio of `order` (0 or [`MAX_FOLIO_ORDER`]) from the held
+    /// chunks, if one fits.
+    fn take(&mut self, order: u32) -> Option<usize> {
+        if order == 0 {
+            self.take_page()
+        } else {
+            self.take_chunk()
         }
-        if base == free && n == 1 {
-            return Some(base);
+    }
+
+    /// Adds `block`, just allocated from the buddy allocator, as an idle
+    /// chunk.
+    ///
+    /// # Safety
+    ///
+    /// `block` is an allocated chunk-sized block of the pagemap's buddy
+    /// allocator, which nothing else uses.
+    unsafe fn hold(&mut self, block: *mut bindings::gpu_buddy_block) {
+        // SAFETY: `block` is valid (safety requirement).
+        let offset = unsafe { bindings::gpu_buddy_block_offset(block) } as usize;
+        let c = offset / CHUNK_SIZE;
+        // INVARIANT: The chunk is held and idle; as no folio used its pages,
+        // none of its bits is set.
+        self.chunks[c] = Chunk { block, used: 0 };
+        self.idle.set_bit(c);
+    }
+
+    /// Frees the folio of `order` at `index`, allocated from this.
+    fn free(&mut self, index: usize, order: u32) {
+        let c = index / CHUNK_PAGES;
+        let chunk = &mut self.chunks[c];
+        if order == 0 {
+            self.bits.clear_bit(index);
+            chunk.used -= 1;
+            self.allocated -= 1;
+            if chunk.used > 0 {
+                self.partial.set_bit(c);
+                return;
+            }
+            self.partial.clear_bit(c);
+        } else {
+            chunk.used = 0;
+            self.allocated -= CHUNK_PAGES;
         }
-        match bits.next_bit(base) {
-            Some(b) if b < base + n => base = b + 1,
-            _ => return Some(base),
+        // INVARIANT: No page of the chunk is used any more.
+        self.idle.set_bit(c);
+    }
+
+    /// Lets go of an idle chunk, returning its block.
+    fn pop_idle(&mut self) -> Option<*mut bindings::gpu_buddy_block> {
+        let c = self.take_idle()?;
+        // INVARIANT: The chunk is no longer held; its block is the caller's.
+        Some(core::mem::replace(
+            &mut self.chunks[c].block,
+            core::ptr::null_mut(),
+        ))
+    }
+}
+
+/// The page allocator of a pagemap: a GPU buddy allocator
+/// (`include/linux/gpu_buddy.h`) over its pages, as GPU drivers use for
+/// their VRAM, with single pages sub-allocated from PMD-sized chunks.
+///
+/// The buddy allocator's chunk size is a page, so that a [`Reservation`]
+/// of any number of pages is one contiguous run. Folios come from
+/// chunk-sized blocks instead: a PMD-sized folio is one block, naturally
+/// aligned; single pages are handed out of a block by a bitmap, and the
+/// block is held until its last page is freed. A buddy block for every
+/// page would cost a `struct gpu_buddy_block` (88 bytes on 64-bit) per
+/// page and as many again for the split blocks above them: 738 MB of slab
+/// for 16 GiB of device memory full of single-page folios. This way it
+/// costs one bit per page, 16 bytes and two bits per chunk, and at most
+/// one block per chunk plus the split blocks above: 642 KiB + 1.4 MB =
+/// 2.1 MB at 16 GiB (a plain bitmap would need 512 KiB; the `struct
+/// page`s themselves take 256 MiB).
+///
+/// The buddy allocator is serialised by `lock`, a mutex, because it
+/// allocates its blocks with `GFP_KERNEL`. Folios are freed from
+/// `folio_free`, which runs wherever the last reference to a page is
+/// dropped and so must not sleep: it only takes the spinlock of `pages`.
+/// A chunk freed that way stays held as idle and is handed out again for
+/// the next folio, or given back to the buddy allocator when a
+/// reservation needs the room or the pagemap goes away.
+///
+/// Lock order: `lock`, then `pages`.
+///
+/// # Invariants
+///
+/// - `buddy` is an initialised buddy allocator over the pagemap's pages,
+///   with a chunk size of a page, used only under `lock`.
+/// - `reserved` is the head of a list, changed only under `lock`, of the
+///   buddy blocks of every [`Reservation`] of the pagemap, those of one
+///   reservation next to each other.
+/// - Every allocated block of `buddy` is in `reserved` or held in `pages`.
+#[pin_data(PinnedDrop)]
+struct Alloc {
+    #[pin]
+    lock: Mutex<()>,
+    #[pin]
+    buddy: Opaque<bindings::gpu_buddy>,
+    #[pin]
+    reserved: Opaque<bindings::list_head>,
+    #[pin]
+    pages: SpinLock<Pages>,
+}
+
+// SAFETY: The C structures are only used under `lock` (type invariant).
+unsafe impl Send for Alloc {}
+// SAFETY: As above.
+unsafe impl Sync for Alloc {}
+
+/// Removes `entry` from its list.
+///
+/// # Safety
+///
+/// `entry` is on a list that the caller may change.
+unsafe fn list_del(entry: *mut bindings::list_head) {
+    // SAFETY: `entry` and its neighbours are valid (safety requirement).
+    unsafe {
+        let (prev, next) = ((*entry).prev, (*entry).next);
+        (*prev).next = next;
+        (*next).prev = prev;
+        bindings::INIT_LIST_HEAD(entry);
+    }
+}
+
+/// The buddy block whose `link` is `link`.
+///
+/// # Safety
+///
+/// `link` is the `link` of a `gpu_buddy_block`.
+unsafe fn block_of(link: *mut bindings::list_head) -> *mut bindings::gpu_buddy_block {
+    // SAFETY: `link` is a field of a block (safety requirement).
+    unsafe { crate::container_of!(link, bindings::gpu_buddy_block, __bindgen_anon_1.link) }
+}
+
+impl Alloc {
+    /// The allocator of `nr_pages` pages (a multiple of [`CHUNK_PAGES`]).
+    ///
+    /// Not generic, so that its locks have one class, named once, for all
+    /// pagemaps.
+    fn new(nr_pages: usize) -> impl PinInit<Self, Error> {
+        // Named here, not in the closure: that may be instantiated in the
+        // caller's crate, with a copy of the name but the same class.
+        let lock = new_mutex!((), "Pagemap::buddy");
+        let pages = Pages::new(nr_pages);
+        let (name, key) = (c"Pagemap::pages", crate::static_lock_class!());
+        pin_init::pin_init_scope(move || {
+            let pages = pages?;
+            let size = (nr_pages * crate::page::PAGE_SIZE) as u64;
+            Ok(try_pin_init!(Self {
+                lock <- lock,
+                buddy <- Opaque::try_ffi_init(|ptr| {
+                    // SAFETY: `ptr` is valid for writes; it stays initialised
+                    // until `drop` calls `gpu_buddy_fini()`.
+                    to_result(unsafe {
+                        bindings::gpu_buddy_init(ptr, size, crate::page::PAGE_SIZE as u64)
+                    })
+                }),
+                reserved <- Opaque::ffi_init(|ptr| {
+                    // SAFETY: `ptr` is valid for writes and pinned.
+                    unsafe { bindings::INIT_LIST_HEAD(ptr) }
+                }),
+                pages <- SpinLock::new(pages, name, key),
+            }))
+        })
+    }
+
+    /// Allocates a folio of `order` (0 or [`MAX_FOLIO_ORDER`]) and returns
+    /// the index of its first page. Might sleep.
+    fn alloc(&self, order: u32) -> Result<usize> {
+        if let Some(index) = self.pages.lock().take(order) {
+            return Ok(index);
+        }
+        let buddy = self.lock.lock();
+        // Another folio may have been freed meanwhile.
+        if let Some(index) = self.pages.lock().take(order) {
+            return Ok(index);
+        }
+        let block = self.alloc_blocks(&buddy, CHUNK_SIZE, CHUNK_SIZE, 0)?;
+        let mut pages = self.pages.lock();
+        // SAFETY: `block` is a chunk-sized block just allocated, no list
+        // has it.
+        unsafe { pages.hold(block) };
+        pages.take(order).ok_or(ENOMEM)
+    }
+
+    /// Allocates `size` bytes from the buddy allocator in blocks of at
+    /// least `min_block` bytes with `flags`, and returns the first block;
+    /// the blocks are linked in a ring of their own, on no list of the
+    /// pagemap. `ENOMEM` on failure.
+    fn alloc_blocks(
+        &self,
+        _buddy: &MutexGuard<'_, ()>,
+        size: usize,
+        min_block: usize,
+        flags: usize,
+    ) -> Result<*mut bindings::gpu_buddy_block> {
+        let blocks = Opaque::<bindings::list_head>::uninit();
+        let head = blocks.get();
+        // SAFETY: `blocks` is valid for writes and does not move.
+        unsafe { bindings::INIT_LIST_HEAD(head) };
+        let buddy = self.buddy.get();
+        // SAFETY: `buddy` is initialised and `lock` is held (type invariant,
+        // `_buddy`); `head` is an empty list.
+        let ret = unsafe {
+            bindings::gpu_buddy_alloc_blocks(
+                buddy,
+                0,
+                (*buddy).size,
+                size as u64,
+                min_block as u64,
+                head,
+                flags,
+            )
+        };
+        if ret != 0 {
+            // `ENOSPC` from the buddy allocator, or a block it could not
+            // allocate: either way, not enough memory.
+            return Err(ENOMEM);
+        }
+        // SAFETY: The allocation put at least one block on `head`; taking
+        // `head` off leaves the blocks linked with each other.
+        unsafe {
+            let first = (*head).next;
+            list_del(head);
+            Ok(block_of(first))
+        }
+    }
+
+    /// Gives every idle chunk back to the buddy allocator.
+    fn put_idle(&self, _buddy: &MutexGuard<'_, ()>) {
+        loop {
+            // One chunk per lock hold: `folio_free` waits on this lock.
+            let block = self.pages.lock().pop_idle();
+            let Some(block) = block else { break };
+            // SAFETY: The block is allocated and no longer held (it was
+            // idle); `lock` is held (`_buddy`).
+            unsafe { bindings::gpu_buddy_free_block(self.buddy.get(), block) };
         }
     }
 }
 
-/// The first index at or after `from` of `n` contiguous free pages that end
-/// at most at `end`, in `bits` (at least `end` bits long), at any alignment.
-fn first_run(bits: &BitmapVec, end: usize, from: usize, n: usize) -> Option<usize> {
-    let mut base = from;
-    loop {
-        // `next_zero_bit()` wants a start inside the bitmap: `from` is the
-        // end when every page is used.
-        if base >= end {
-            return None;
+#[pinned_drop]
+impl PinnedDrop for Alloc {
+    fn drop(self: Pin<&mut Self>) {
+        let buddy = self.lock.lock();
+        // No folio is left: `Header`'s drop has waited for all of them.
+        self.put_idle(&buddy);
+        let head = self.reserved.get();
+        // Reservations dropped or given to another pagemap were leaked
+        // (see `Reservation`): they end here.
+        // SAFETY: `head` is the list of reserved blocks, `lock` is held.
+        unsafe {
+            loop {
+                let link = (*head).next;
+                if link == head {
+                    break;
+                }
+                list_del(link);
+                bindings::gpu_buddy_free_block(self.buddy.get(), block_of(link));
+            }
         }
-        let free = bits.next_zero_bit(base)?;
-        if free.checked_add(n)? > end {
-            return None;
-        }
-        match bits.next_bit(free) {
-            Some(b) if b < free + n => base = b + 1,
-            _ => return Some(free),
-        }
+        // SAFETY: Every block is free; `buddy` is not used after this.
+        unsafe { bindings::gpu_buddy_fini(self.buddy.get()) };
     }
 }
 
@@ -564,9 +866,9 @@ fn first_run(bits: &BitmapVec, end: usize, from: usize, n: usize) -> Option<usiz
 /// # Invariants
 ///
 /// - `header` is registered as its type invariant says, for `T`.
-/// - A bit set in `used` means the page at that index is allocated: it was
-///   initialised by [`Pagemap::alloc_folio`] and core mm has not freed it yet.
-///   Only clear pages are passed to `zone_device_folio_init()`.
+/// - A page that `alloc` counts as used by a folio was initialised by
+///   [`Pagemap::alloc_folio`] and core mm has not freed it yet. Only pages
+///   `alloc` has just handed out are passed to `zone_device_folio_init()`.
 #[repr(C)]
 #[pin_data]
 pub struct Pagemap<T: PagemapOps> {
@@ -578,14 +880,14 @@ pub struct Pagemap<T: PagemapOps> {
     /// larger (`request_free_mem_region()` rounds up to a memory section).
     nr: usize,
     #[pin]
-    used: SpinLock<Used>,
+    alloc: Alloc,
     #[pin]
     data: T,
 }
 
 // SAFETY: The C pagemap may be used from any thread; `T` is `Send + Sync`.
 unsafe impl<T: PagemapOps> Send for Pagemap<T> {}
-// SAFETY: All mutable state is behind `used`'s lock or owned by C.
+// SAFETY: All mutable state is behind `alloc`'s locks or owned by C.
 unsafe impl<T: PagemapOps> Sync for Pagemap<T> {}
 
 impl<T: DevicePrivateOps> Pagemap<T> {
@@ -622,9 +924,9 @@ impl<T: DevicePrivateOps> Pagemap<T> {
     /// let pm = KBox::pin_init(Pagemap::new(4 << 20, None, Vram), GFP_KERNEL)?;
     /// assert_eq!(pm.nr_pages(), (4 << 20) / kernel::page::PAGE_SIZE);
     /// let folio = pm.alloc_folio(0)?;
-    /// assert_eq!(folio.index(), 0);
-    /// drop(folio); // The page is free again, and the lowest free one.
-    /// assert_eq!(pm.alloc_folio(0)?.index(), 0);
+    /// let index = folio.index();
+    /// drop(folio); // The page is free again, and the next one handed out.
+    /// assert_eq!(pm.alloc_folio(0)?.index(), index);
     /// # Ok::<(), Error>(())
     /// ```
     pub fn new<E>(
@@ -793,11 +1095,10 @@ impl<T: PagemapOps> Pagemap<T> {
             if size == 0 || size % pmd != 0 {
                 return Err(EINVAL);
             }
-            let bits = BitmapVec::new(nr_pages, GFP_KERNEL).map_err(|_| ENOMEM)?;
             Ok(try_pin_init!(Self {
                 header <- Header::new::<T>(region, nid, migrate_to_ram, dma_alias),
                 nr: nr_pages,
-                used <- new_used(bits),
+                alloc <- Alloc::new(nr_pages),
                 data <- data,
             }))
         })
@@ -839,19 +1140,18 @@ impl<T: PagemapOps> Pagemap<T> {
     /// The number of pages currently allocated as device-private folios
     /// (not counting reserved pages).
     pub fn nr_used(&self) -> usize {
-        let used = self.used.lock();
-        used.allocated - used.reserved
+        self.alloc.pages.lock().allocated
     }
 
     /// The number of pages currently reserved ([`Pagemap::reserve`]).
     pub fn nr_reserved(&self) -> usize {
-        self.used.lock().reserved
+        self.alloc.pages.lock().reserved
     }
 
-    /// Sets aside the lowest run of `nr` contiguous free pages for the
-    /// driver's own use, such as a buffer object that the device exports:
-    /// the allocator hands none of them out as folios until the run is
-    /// given back with [`Pagemap::unreserve`].
+    /// Sets aside a run of `nr` contiguous free pages, at any alignment,
+    /// for the driver's own use, such as a buffer object that the device
+    /// exports: the allocator hands none of them out as folios until the
+    /// run is given back with [`Pagemap::unreserve`]. Might sleep.
     ///
     /// Reserved pages have no folio: core mm never maps, migrates or frees
     /// them, and [`crate::mm::migrate::Eviction`] skips them, so their
@@ -882,12 +1182,14 @@ impl<T: PagemapOps> Pagemap<T> {
     ///     }
     /// }
     ///
-    /// let pm = KBox::pin_init(Pagemap::new(2 << 20, None, Vram), GFP_KERNEL)?;
+    /// let pm = KBox::pin_init(Pagemap::new(4 << 20, None, Vram), GFP_KERNEL)?;
     /// let folio = pm.alloc_folio(0)?;
     /// let bo = pm.reserve(3)?;
-    /// assert_eq!((bo.index(), bo.nr_pages()), (1, 3));
+    /// assert_eq!(bo.nr_pages(), 3);
+    /// assert!(!(bo.index()..bo.index() + 3).contains(&folio.index()));
     /// assert_eq!((pm.nr_used(), pm.nr_reserved()), (1, 3));
-    /// assert_eq!(pm.alloc_folio(0)?.index(), 4);
+    /// // Single pages come from the PMD-sized block of the first one.
+    /// assert_eq!(pm.alloc_folio(0)?.index(), folio.index() + 1);
     /// pm.unreserve(bo);
     /// assert_eq!(pm.nr_reserved(), 0);
     /// # drop(folio);
@@ -897,93 +1199,105 @@ impl<T: PagemapOps> Pagemap<T> {
         if nr == 0 {
             return Err(EINVAL);
         }
-        let mut used = self.used.lock();
-        let index = first_run(&used.bits, self.nr, used.next, nr).ok_or(ENOMEM)?;
-        for i in index..index + nr {
-            used.bits.set_bit(i);
+        if nr > self.nr {
+            return Err(ENOMEM);
         }
-        // INVARIANT: The `nr` bits were clear and are set now.
-        used.allocated += nr;
-        used.reserved += nr;
-        if index == used.next {
-            // INVARIANT: The pages up to `index + nr` are used now, and
-            // none below `next` was free.
-            used.next = index + nr;
+        let buddy = self.alloc.lock.lock();
+        // Free chunks held for folios may be what makes the run.
+        self.alloc.put_idle(&buddy);
+        let first = self.alloc.alloc_blocks(
+            &buddy,
+            nr * crate::page::PAGE_SIZE,
+            crate::page::PAGE_SIZE,
+            bindings::GPU_BUDDY_CONTIGUOUS_ALLOCATION,
+        )?;
+        let mut start = u64::MAX;
+        let mut blocks = 0;
+        // SAFETY: `first` is in a ring of blocks just allocated, which only
+        // this function knows; `reserved` is changed under `lock`, held.
+        unsafe {
+            let first_link = &raw mut (*first).__bindgen_anon_1.link;
+            let mut link = first_link;
+            loop {
+                start = start.min(bindings::gpu_buddy_block_offset(block_of(link)));
+                blocks += 1;
+                link = (*link).next;
+                if link == first_link {
+                    break;
+                }
+            }
+            // Splice the ring in at the tail of `reserved`.
+            let head = self.alloc.reserved.get();
+            let last = (*first_link).prev;
+            (*last).next = head;
+            (*first_link).prev = (*head).prev;
+            (*(*head).prev).next = first_link;
+            (*head).prev = last;
         }
-        // INVARIANT: The run was free and is now marked used in this
-        // pagemap, without a folio.
+        self.alloc.pages.lock().reserved += nr;
+        // INVARIANT: The blocks are a contiguous run of `nr` pages at
+        // `start` (`GPU_BUDDY_CONTIGUOUS_ALLOCATION`), allocated from this
+        // pagemap's buddy allocator, next to each other in `reserved`, and
+        // counted as reserved; no folio uses them.
         Ok(Reservation {
             pagemap: self.raw().cast_const().cast(),
-            index,
+            index: start as usize / crate::page::PAGE_SIZE,
             nr,
+            first,
+            blocks,
         })
     }
 
     /// Gives a run of pages set aside by [`Pagemap::reserve`] back to the
-    /// allocator.
+    /// allocator. Might sleep.
     ///
     /// A reservation of another pagemap is not released: its pages stay
-    /// reserved (leaked), with a warning.
+    /// reserved (leaked) until that pagemap goes away, with a warning.
     pub fn unreserve(&self, r: Reservation) {
         if !core::ptr::eq(r.pagemap, self.raw().cast_const().cast()) {
             pr_warn!("pagemap: reservation given back to the wrong pagemap, leaked\n");
             core::mem::forget(r);
             return;
         }
-        let (index, nr) = (r.index, r.nr);
+        let (first, blocks, nr) = (r.first, r.blocks, r.nr);
         core::mem::forget(r);
-        let mut used = self.used.lock();
-        // The reservation's pages are marked used and are not folios (its
-        // type invariant): clearing them frees no folio.
-        for i in index..index + nr {
-            used.bits.clear_bit(i);
+        let _buddy = self.alloc.lock.lock();
+        // SAFETY: The reservation's `blocks` blocks are allocated blocks of
+        // this pagemap's buddy allocator, next to each other in `reserved`
+        // from `first` on (type invariant of `Reservation`); `lock` is held.
+        unsafe {
+            let mut link = &raw mut (*first).__bindgen_anon_1.link;
+            for _ in 0..blocks {
+                let next = (*link).next;
+                list_del(link);
+                bindings::gpu_buddy_free_block(self.alloc.buddy.get(), block_of(link));
+                link = next;
+            }
         }
-        // INVARIANT: The `nr` bits were set and are clear now.
-        used.allocated -= nr;
-        used.reserved -= nr;
-        // INVARIANT: `index` is now the lowest free page if none below
-        // `next` was free.
-        used.next = used.next.min(index);
+        self.alloc.pages.lock().reserved -= nr;
     }
 
-    /// Allocates a folio of `2^order` pages, naturally aligned.
+    /// Allocates a folio of `2^order` pages, naturally aligned: a single
+    /// page (order 0) or a PMD-sized folio ([`MAX_FOLIO_ORDER`]). Might
+    /// sleep.
     ///
     /// The folio is locked and holds one reference, as a destination of
     /// migration expects; dropping it unused frees it. Returns `EINVAL` for
-    /// an order above [`MAX_FOLIO_ORDER`] and `ENOMEM` when no such run of
-    /// free pages is left.
+    /// another order, or a PMD-sized one without THP migration, and
+    /// `ENOMEM` when no such run of free pages is left.
+    ///
+    /// Single pages are handed out lowest free page first from the
+    /// PMD-sized chunks already in use, so that they do not break up the
+    /// runs that PMD-sized folios and reservations need.
     pub fn alloc_folio(&self, order: u32) -> Result<NewFolio<'_, T>> {
-        if order > MAX_FOLIO_ORDER || (order > 0 && !thp_migration_supported()) {
+        if !(order == 0 || (order == MAX_FOLIO_ORDER && thp_migration_supported())) {
             return Err(EINVAL);
         }
-        let n = 1usize << order;
-        let index = {
-            let mut used = self.used.lock();
-            // Address-ordered first fit: the lowest free run, so that the
-            // pages in use stay packed at the start of device memory and a
-            // freed page is the next one handed out, as a GPU's allocator
-            // would (it is the page most likely still cached). No page
-            // below `next` is free (type invariant), so the search starts
-            // there; each step skips a whole run of used or free pages a
-            // word at a time.
-            let hint = used.next;
-            let base = first_fit(&used.bits, self.nr, hint, n).ok_or(ENOMEM)?;
-            for i in base..base + n {
-                used.bits.set_bit(i);
-            }
-            // INVARIANT: The `n` bits were clear and are set now.
-            used.allocated += n;
-            if base == hint {
-                // INVARIANT: The pages from `hint` up to `base + n` are
-                // used now, and none below `hint` was free.
-                used.next = base + n;
-            }
-            base
-        };
+        let index = self.alloc.alloc(order)?;
         let page = self.page_ptr(index);
-        // SAFETY: The pages `index..index + n` were free (type invariant) and
-        // are now marked used, so nothing else initialises or uses them; the
-        // pagemap is registered. `index` is aligned to `n`.
+        // SAFETY: The pages `index..index + 2^order` were just handed out by
+        // the allocator, so nothing else initialises or uses them; the
+        // pagemap is registered. `index` is aligned to `2^order`.
         unsafe { bindings::zone_device_folio_init(page.cast(), self.raw(), order) };
         // INVARIANT: The folio was just initialised, locked with one reference.
         Ok(NewFolio {
@@ -1039,17 +1353,11 @@ impl<T: PagemapOps> Pagemap<T> {
         // SAFETY: `folio` belongs to `pm`.
         let f = unsafe { DeviceFolio::<T>::from_raw(folio) };
         T::folio_free(pm, f);
-        let (index, n) = (f.index(), f.nr_pages());
-        let mut used = pm.used.lock();
-        for i in index..index + n {
-            used.bits.clear_bit(i);
-        }
-        // INVARIANT: The folio's `n` bits were set (type invariant of
-        // `Pagemap`) and are clear now.
-        used.allocated -= n;
-        // INVARIANT: `index` is now the lowest free page if none below
-        // `next` was free.
-        used.next = used.next.min(index);
+        let (index, order) = (f.index(), f.order());
+        // INVARIANT: The folio was allocated by `alloc_folio` (type
+        // invariant of `Pagemap`) and is freed now. Only a spinlock: this
+        // may run in atomic context.
+        pm.alloc.pages.lock().free(index, order);
     }
 }
 
@@ -1217,15 +1525,20 @@ impl<T: PagemapOps> Drop for NewFolio<'_, T> {
 /// # Invariants
 ///
 /// Pages `index..index + nr` of the pagemap whose `dev_pagemap` is at
-/// `pagemap` are marked used in its allocator, counted as reserved, and
-/// have no folio, until the reservation is given back.
+/// `pagemap` are the `blocks` buddy blocks of its allocator that are next
+/// to each other on its list of reserved blocks from `first` on; they are
+/// counted as reserved and have no folio, until the reservation is given
+/// back.
 pub struct Reservation {
     pagemap: *const c_void,
     index: usize,
     nr: usize,
+    first: *mut bindings::gpu_buddy_block,
+    blocks: usize,
 }
 
-// SAFETY: The pointer only identifies the pagemap; it is never dereferenced.
+// SAFETY: `pagemap` only identifies the pagemap and is never dereferenced;
+// the blocks are only used by that pagemap, under its lock.
 unsafe impl Send for Reservation {}
 // SAFETY: As above; `Reservation` has no interior mutability.
 unsafe impl Sync for Reservation {}
@@ -1350,7 +1663,7 @@ mod tests {
                 || b.phys_range().start >= a.phys_range().end
         );
         let f = a.alloc_folio(0)?;
-        assert_eq!(f.pfn(), a.pfn_range().start);
+        assert!(a.pfn_range().contains(&f.pfn()));
         assert!(core::ptr::eq(f.pagemap(), &*a));
         // SAFETY: `f` holds a reference.
         assert!(unsafe { Pagemap::<Counting>::of_page(f.as_raw().cast()) }.is_some());
@@ -1359,19 +1672,23 @@ mod tests {
 
     #[test]
     fn allocates_until_full_and_frees_through_folio_free() -> Result {
-        let pm = new_pm(PMD)?;
+        let pm = new_pm(2 * PMD)?;
         let n = pm.nr_pages();
+        let mut seen = BitmapVec::new(n, GFP_KERNEL)?;
         let mut v = KVec::new();
-        for i in 0..n {
+        for _ in 0..n {
             let f = pm.alloc_folio(0)?;
-            assert_eq!(f.index(), i);
+            // Every page once.
+            assert!(f.index() < n && seen.next_bit(f.index()) != Some(f.index()));
+            seen.set_bit(f.index());
             v.push(f, GFP_KERNEL)?;
         }
         assert_eq!(pm.nr_used(), n);
         assert_eq!(pm.alloc_folio(0).err(), Some(ENOMEM));
+        let last = v[n - 1].index();
         v.truncate(n - 1);
         assert_eq!(pm.data().freed.load(Relaxed), 1);
-        assert_eq!(pm.alloc_folio(0)?.index(), n - 1);
+        assert_eq!(pm.alloc_folio(0)?.index(), last);
         drop(v);
         assert_eq!(pm.nr_used(), 0);
         assert_eq!(pm.data().freed.load(Relaxed), n + 1);
@@ -1379,24 +1696,26 @@ mod tests {
     }
 
     #[test]
-    fn first_fit_skips_used_and_misaligned_runs() -> Result {
+    fn pmd_folios_skip_partly_used_chunks() -> Result {
         let pm = new_pm(2 * PMD)?;
         let n = pm.nr_pages();
         let mut v = KVec::new();
         for _ in 0..n {
             v.push(Some(pm.alloc_folio(0)?), GFP_KERNEL)?;
         }
-        // Free pages 5 and 7 and the whole second half.
-        v[5] = None;
-        v[7] = None;
-        for f in &mut v[n / 2..] {
-            *f = None;
+        // Free pages 5 and 7 and the whole second chunk.
+        for f in &mut v {
+            let i = f.as_ref().map_or(0, |f| f.index());
+            if i == 5 || i == 7 || i >= CHUNK_PAGES {
+                *f = None;
+            }
         }
-        // A single page takes the first hole; a PMD folio needs aligned
-        // free pages, so it skips the first half's holes.
+        assert_eq!(pm.nr_used(), CHUNK_PAGES - 2);
+        // A single page takes the first hole of the partly used chunk; a
+        // PMD folio needs a whole free chunk.
         assert_eq!(pm.alloc_folio(0)?.index(), 5);
         if thp_migration_supported() {
-            assert_eq!(pm.alloc_folio(MAX_FOLIO_ORDER)?.index(), n / 2);
+            assert_eq!(pm.alloc_folio(MAX_FOLIO_ORDER)?.index(), CHUNK_PAGES);
         }
         v.clear();
         assert_eq!(pm.nr_used(), 0);
@@ -1406,34 +1725,35 @@ mod tests {
     #[test]
     fn the_lowest_free_page_goes_first() -> Result {
         let pm = new_pm(2 * PMD)?;
-        let n = pm.nr_pages();
         let mut v = KVec::new();
+        let base = pm.alloc_folio(0)?.index();
+        assert_eq!(base % CHUNK_PAGES, 0);
         for i in 0..8 {
             let f = pm.alloc_folio(0)?;
-            assert_eq!(f.index(), i);
+            assert_eq!(f.index(), base + i);
             v.push(Some(f), GFP_KERNEL)?;
         }
         // Freed pages are handed out again lowest first, before any page
         // that was never used.
         v[6] = None;
         v[2] = None;
-        assert_eq!(pm.alloc_folio(0)?.index(), 2);
+        assert_eq!(pm.alloc_folio(0)?.index(), base + 2);
         let again = pm.alloc_folio(0)?;
-        assert_eq!(again.index(), 2);
-        assert_eq!(pm.alloc_folio(0)?.index(), 6);
-        // A PMD folio takes the lowest aligned free run, and single pages
-        // then go on below it.
+        assert_eq!(again.index(), base + 2);
+        assert_eq!(pm.alloc_folio(0)?.index(), base + 6);
+        // A PMD folio takes the other chunk, and single pages then go on
+        // in the first.
         if thp_migration_supported() {
             let big = pm.alloc_folio(MAX_FOLIO_ORDER)?;
-            assert_eq!(big.index(), n / 2);
-            assert_eq!(pm.alloc_folio(0)?.index(), 6);
+            assert_eq!(big.index(), CHUNK_PAGES - base);
+            assert_eq!(pm.alloc_folio(0)?.index(), base + 6);
             drop(big);
             let big = pm.alloc_folio(MAX_FOLIO_ORDER)?;
-            assert_eq!(big.index(), n / 2);
+            assert_eq!(big.index(), CHUNK_PAGES - base);
         }
         drop((again, v));
         assert_eq!(pm.nr_used(), 0);
-        assert_eq!(pm.alloc_folio(0)?.index(), 0);
+        assert_eq!(pm.alloc_folio(0)?.index() % CHUNK_PAGES, 0);
         Ok(())
     }
 
@@ -1443,34 +1763,49 @@ mod tests {
         let n = pm.nr_pages();
         let a = pm.alloc_folio(0)?;
         let b = pm.alloc_folio(0)?;
+        let chunk = a.index() / CHUNK_PAGES;
         drop(a);
-        // The lowest run long enough: page 0 is free but too short.
+        // The other chunk: the first one is held for single pages.
         let r = pm.reserve(5)?;
-        assert_eq!((r.index(), r.nr_pages()), (2, 5));
+        assert_eq!(r.nr_pages(), 5);
+        assert_ne!(r.index() / CHUNK_PAGES, chunk);
+        assert_eq!((r.index() + 4) / CHUNK_PAGES, r.index() / CHUNK_PAGES);
         assert_eq!((pm.nr_used(), pm.nr_reserved()), (1, 5));
         let z = pm.alloc_folio(0)?;
-        assert_eq!(z.index(), 0);
+        assert_eq!(z.index(), chunk * CHUNK_PAGES);
         let c = pm.alloc_folio(0)?;
-        assert_eq!(c.index(), 7);
+        assert_eq!(c.index(), chunk * CHUNK_PAGES + 2);
         assert_eq!(pm.reserve(0).err(), Some(EINVAL));
         assert_eq!(pm.reserve(n).err(), Some(ENOMEM));
+        assert_eq!(pm.reserve(n + 1).err(), Some(ENOMEM));
         if thp_migration_supported() {
-            // A PMD folio skips the reserved run.
-            assert_eq!(pm.alloc_folio(MAX_FOLIO_ORDER)?.index(), n / 2);
+            // No chunk is free: one has single pages, one the reservation.
+            assert_eq!(pm.alloc_folio(MAX_FOLIO_ORDER).err(), Some(ENOMEM));
         }
+        let index = r.index();
         pm.unreserve(r);
         assert_eq!(pm.nr_reserved(), 0);
-        assert_eq!(pm.alloc_folio(0)?.index(), 2);
+        if thp_migration_supported() {
+            let big = pm.alloc_folio(MAX_FOLIO_ORDER)?;
+            assert_eq!(big.index(), index / CHUNK_PAGES * CHUNK_PAGES);
+        }
         // Freeing folios does not release reserved pages, and the whole
-        // free space can be reserved again.
+        // free space can be reserved again: the chunks held for folios go
+        // back to the buddy allocator.
         drop((b, c, z));
         let all = pm.reserve(n)?;
-        assert_eq!((all.index(), pm.nr_used()), (0, 0));
-        // Nothing is left, and asking again is an error, not a search
-        // past the end of the bitmap.
+        assert_eq!((all.index(), pm.nr_used(), pm.nr_reserved()), (0, 0, n));
+        // Nothing is left, and asking again is an error.
         assert_eq!(pm.reserve(1).err(), Some(ENOMEM));
         assert_eq!(pm.alloc_folio(0).err(), Some(ENOMEM));
         pm.unreserve(all);
+        // Runs of any length, not only powers of two.
+        let odd = pm.reserve(CHUNK_PAGES + 3)?;
+        assert_eq!(odd.nr_pages(), CHUNK_PAGES + 3);
+        let one = pm.reserve(1)?;
+        assert!(one.index() >= odd.index() + CHUNK_PAGES + 3 || one.index() < odd.index());
+        pm.unreserve(odd);
+        pm.unreserve(one);
         let other = new_pm(PMD)?;
         let r = other.reserve(1)?;
         pm.unreserve(r); // Wrong pagemap: leaked, not released here.
@@ -1487,10 +1822,12 @@ mod tests {
         }
         let small = pm.alloc_folio(0)?;
         let big = pm.alloc_folio(MAX_FOLIO_ORDER)?;
-        assert_eq!(big.index(), 1 << MAX_FOLIO_ORDER);
+        assert_eq!(big.index() % CHUNK_PAGES, 0);
+        assert_ne!(big.index() / CHUNK_PAGES, small.index() / CHUNK_PAGES);
         assert_eq!(big.order(), MAX_FOLIO_ORDER);
         assert_eq!(pm.alloc_folio(MAX_FOLIO_ORDER).err(), Some(ENOMEM));
         assert_eq!(pm.alloc_folio(MAX_FOLIO_ORDER + 1).err(), Some(EINVAL));
+        assert_eq!(pm.alloc_folio(1).err(), Some(EINVAL));
         drop(big);
         assert_eq!(pm.data().freed.load(Relaxed), 1 << MAX_FOLIO_ORDER);
         drop(small);
