@@ -505,25 +505,27 @@ struct Chunk {
 /// The chunks a pagemap holds from its buddy allocator, and their pages.
 ///
 /// A held chunk is a PMD-sized folio, or split into single-page folios
-/// (allocated lowest page first, tracked in `bits`), or idle: free, and
-/// kept for the next folio rather than given back to the buddy allocator
-/// at once, because `folio_free` cannot take the buddy allocator's mutex.
+/// (allocated lowest page first), or idle: free, and kept for the next
+/// folio rather than given back to the buddy allocator at once, because
+/// `folio_free` cannot take the buddy allocator's mutex. `bits` has a bit
+/// set for every page in a folio, of either order: a PMD folio can be split
+/// while it is in use (a device THP split in place) and its pages then
+/// freed one by one, after which the chunk is partly used like any other.
 ///
 /// # Invariants
 ///
 /// - `chunks[c].block` is not null exactly while chunk `c` is held: it is
 ///   then the buddy allocator's allocated block at the chunk's offset, of
 ///   the chunk's size.
-/// - A held chunk is either a PMD folio (`used == CHUNK_PAGES`, no bit set
-///   in `bits`), or split (`used` bits set among its pages in `bits`, and
-///   `partial` set if `0 < used < CHUNK_PAGES`), or idle (`used == 0`, no
-///   bit set in `bits`, `idle` set). `bits`, `partial` and `idle` have no
+/// - A held chunk has `used` bits set among its pages in `bits`: the pages
+///   in folios. It is in use (`0 < used`; `partial` set if
+///   `used < CHUNK_PAGES`), or idle (`used == 0`, `idle` set). `bits`, `partial` and `idle` have no
 ///   other bits set.
 /// - `allocated` is the sum of `used`, `reserved` the number of pages in
 ///   [`Reservation`]s.
 struct Pages {
     chunks: KVec<Chunk>,
-    /// One bit per page: set while a page of a split chunk is a folio.
+    /// One bit per page: set while the page is in a folio.
     bits: BitmapVec,
     /// One bit per chunk: split with both used and free pages.
     partial: BitmapVec,
@@ -579,7 +581,7 @@ impl Pages {
         } else {
             self.partial.clear_bit(c);
         }
-        // INVARIANT: The chunk is split, with one more page used.
+        // INVARIANT: The chunk has one more page used, and its bit set.
         self.allocated += 1;
         Some(index)
     }
@@ -587,7 +589,10 @@ impl Pages {
     /// Allocates an idle chunk as a PMD folio.
     fn take_chunk(&mut self) -> Option<usize> {
         let c = self.take_idle()?;
-        // INVARIANT: The idle chunk is a PMD folio now.
+        for index in c * CHUNK_PAGES..(c + 1) * CHUNK_PAGES {
+            self.bits.set_bit(index);
+        }
+        // INVARIANT: Every page of the idle chunk is used now, by one folio.
         self.chunks[c].used = CHUNK_PAGES;
         self.allocated += CHUNK_PAGES;
         Some(c * CHUNK_PAGES)
@@ -636,6 +641,9 @@ impl Pages {
         } else {
             chunk.used = 0;
             self.allocated -= CHUNK_PAGES;
+            for index in c * CHUNK_PAGES..(c + 1) * CHUNK_PAGES {
+                self.bits.clear_bit(index);
+            }
         }
         // INVARIANT: No page of the chunk is used any more.
         self.idle.set_bit(c);
@@ -1692,6 +1700,33 @@ mod tests {
         drop(v);
         assert_eq!(pm.nr_used(), 0);
         assert_eq!(pm.data().freed.load(Relaxed), n + 1);
+        Ok(())
+    }
+
+    #[test]
+    fn split_pmd_folio_comes_back_page_by_page() -> Result {
+        // A PMD folio split in place (a device THP split while mapped) is
+        // freed page by page: its chunk is then partly used, and single
+        // pages come from the pages already freed, never from those still
+        // in the folio's remains.
+        let mut p = Pages::new(CHUNK_PAGES)?;
+        // The one chunk, idle (its buddy block does not matter here).
+        p.idle.set_bit(0);
+        assert_eq!(p.take(MAX_FOLIO_ORDER), Some(0));
+        p.free(3, 0);
+        p.free(1, 0);
+        assert_eq!(p.allocated, CHUNK_PAGES - 2);
+        assert_eq!(p.take(0), Some(1));
+        assert_eq!(p.take(0), Some(3));
+        assert_eq!(p.take(0), None);
+        for i in 0..CHUNK_PAGES {
+            p.free(i, 0);
+        }
+        assert_eq!(p.allocated, 0);
+        assert_eq!(p.idle.next_bit(0), Some(0));
+        assert_eq!(p.take(MAX_FOLIO_ORDER), Some(0));
+        p.free(0, MAX_FOLIO_ORDER);
+        assert_eq!(p.take(0), Some(0));
         Ok(())
     }
 
