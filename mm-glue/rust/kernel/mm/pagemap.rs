@@ -518,15 +518,17 @@ struct Chunk {
 ///   then the buddy allocator's allocated block at the chunk's offset, of
 ///   the chunk's size.
 /// - A held chunk has `used` bits set among its pages in `bits`: the pages
-///   in folios. It is in use (`0 < used`; `partial` set if
-///   `used < CHUNK_PAGES`), or idle (`used == 0`, `idle` set). `bits`, `partial` and `idle` have no
-///   other bits set.
+///   in folios. It is in use (`0 < used`, `in_use` set; `partial` set if
+///   `used < CHUNK_PAGES`), or idle (`used == 0`, `idle` set). `bits`,
+///   `in_use`, `partial` and `idle` have no other bits set.
 /// - `allocated` is the sum of `used`, `reserved` the number of pages in
 ///   [`Reservation`]s.
 struct Pages {
     chunks: KVec<Chunk>,
     /// One bit per page: set while the page is in a folio.
     bits: BitmapVec,
+    /// One bit per chunk: some of its pages are in folios.
+    in_use: BitmapVec,
     /// One bit per chunk: split with both used and free pages.
     partial: BitmapVec,
     /// One bit per chunk: held but free.
@@ -540,7 +542,11 @@ struct Pages {
 unsafe impl Send for Pages {}
 
 impl Pages {
+    /// The books of `nr_pages` pages, a whole number of chunks.
     fn new(nr_pages: usize) -> Result<Self> {
+        if nr_pages % CHUNK_PAGES != 0 {
+            return Err(EINVAL);
+        }
         let nr_chunks = nr_pages / CHUNK_PAGES;
         let free = Chunk {
             block: core::ptr::null_mut(),
@@ -550,6 +556,7 @@ impl Pages {
         Ok(Self {
             chunks: KVec::from_elem(free, nr_chunks, GFP_KERNEL)?,
             bits: BitmapVec::new(nr_pages, GFP_KERNEL)?,
+            in_use: BitmapVec::new(nr_chunks, GFP_KERNEL)?,
             partial: BitmapVec::new(nr_chunks, GFP_KERNEL)?,
             idle: BitmapVec::new(nr_chunks, GFP_KERNEL)?,
             allocated: 0,
@@ -576,6 +583,7 @@ impl Pages {
         self.bits.set_bit(index);
         let chunk = &mut self.chunks[c];
         chunk.used += 1;
+        self.in_use.set_bit(c);
         if chunk.used < CHUNK_PAGES {
             self.partial.set_bit(c);
         } else {
@@ -594,6 +602,7 @@ impl Pages {
         }
         // INVARIANT: Every page of the idle chunk is used now, by one folio.
         self.chunks[c].used = CHUNK_PAGES;
+        self.in_use.set_bit(c);
         self.allocated += CHUNK_PAGES;
         Some(c * CHUNK_PAGES)
     }
@@ -646,7 +655,32 @@ impl Pages {
             }
         }
         // INVARIANT: No page of the chunk is used any more.
+        self.in_use.clear_bit(c);
         self.idle.set_bit(c);
+    }
+
+    /// The first page in a folio at or after `start`: found through the
+    /// chunks in use, so that it costs a bit per chunk and the page bits
+    /// of two chunks at most, not a bit per page.
+    fn next_used(&self, mut start: usize) -> Option<usize> {
+        let nr_pages = self.bits.len();
+        while start < nr_pages {
+            let c = self.in_use.next_bit(start / CHUNK_PAGES)?;
+            let end = (c + 1) * CHUNK_PAGES;
+            // SAFETY: `bits` has `nr_pages` bits, a whole number of
+            // chunks (`Pages::new`), so `end <= nr_pages`; the search
+            // stops at `end`.
+            let i = unsafe {
+                bindings::_find_next_bit(self.bits.as_ptr(), end, start.max(c * CHUNK_PAGES))
+            };
+            // A chunk in use has a page in a folio, though maybe not after
+            // `start` in the chunk that `start` is in.
+            if i < end {
+                return Some(i);
+            }
+            start = end;
+        }
+        None
     }
 
     /// Lets go of an idle chunk, returning its block.
@@ -672,8 +706,8 @@ impl Pages {
 /// page would cost a `struct gpu_buddy_block` (88 bytes on 64-bit) per
 /// page and as many again for the split blocks above them: 738 MB of slab
 /// for 16 GiB of device memory full of single-page folios. This way it
-/// costs one bit per page, 16 bytes and two bits per chunk, and at most
-/// one block per chunk plus the split blocks above: 642 KiB + 1.4 MB =
+/// costs one bit per page, 16 bytes and three bits per chunk, and at most
+/// one block per chunk plus the split blocks above: 643 KiB + 1.4 MB =
 /// 2.1 MB at 16 GiB (a plain bitmap would need 512 KiB; the `struct
 /// page`s themselves take 256 MiB).
 ///
@@ -1149,6 +1183,15 @@ impl<T: PagemapOps> Pagemap<T> {
     /// (not counting reserved pages).
     pub fn nr_used(&self) -> usize {
         self.alloc.pages.lock().allocated
+    }
+
+    /// The index of the first page at or after `from` that is in a folio,
+    /// if any: where the folios of a mostly empty pagemap are, so that a
+    /// walk over them (an eviction, say) costs what is used, not the size
+    /// of the device. The answer may be stale by the time it is used, as
+    /// folios come and go meanwhile.
+    pub fn next_used(&self, from: usize) -> Option<usize> {
+        self.alloc.pages.lock().next_used(from)
     }
 
     /// The number of pages currently reserved ([`Pagemap::reserve`]).
@@ -1704,6 +1747,39 @@ mod tests {
     }
 
     #[test]
+    fn next_used_finds_folios_not_reservations() -> Result {
+        let pm = new_pm(4 * PMD)?;
+        assert_eq!(pm.next_used(0), None);
+        let bo = pm.reserve(CHUNK_PAGES)?;
+        assert_eq!(pm.next_used(0), None);
+        let a = pm.alloc_folio(0)?;
+        let b = pm.alloc_folio(0)?;
+        assert_eq!(pm.next_used(0), Some(a.index().min(b.index())));
+        let last = a.index().max(b.index());
+        assert_eq!(pm.next_used(a.index().min(b.index()) + 1), Some(last));
+        // The rest of the chunk is free, and no other chunk is in use.
+        assert_eq!(pm.next_used(last + 1), None);
+        drop(a);
+        assert_eq!(pm.next_used(0), Some(b.index()));
+        if thp_migration_supported() {
+            let pmd = pm.alloc_folio(MAX_FOLIO_ORDER)?;
+            // Every page of a PMD folio is in use.
+            assert_eq!(pm.next_used(pmd.index() + 7), Some(pmd.index() + 7));
+            // Past the single page's chunk or the PMD folio, the other.
+            if pmd.index() > b.index() {
+                assert_eq!(pm.next_used(b.index() + 1), Some(pmd.index()));
+            } else {
+                assert_eq!(pm.next_used(pmd.index() + CHUNK_PAGES), Some(b.index()));
+            }
+        }
+        assert_eq!(pm.next_used(pm.nr_pages()), None);
+        drop(b);
+        assert_eq!(pm.next_used(0), None);
+        pm.unreserve(bo);
+        Ok(())
+    }
+
+    #[test]
     fn split_pmd_folio_comes_back_page_by_page() -> Result {
         // A PMD folio split in place (a device THP split while mapped) is
         // freed page by page: its chunk is then partly used, and single
@@ -1715,6 +1791,8 @@ mod tests {
         assert_eq!(p.take(MAX_FOLIO_ORDER), Some(0));
         p.free(3, 0);
         p.free(1, 0);
+        assert_eq!(p.next_used(1), Some(2));
+        assert_eq!(p.next_used(3), Some(4));
         assert_eq!(p.allocated, CHUNK_PAGES - 2);
         assert_eq!(p.take(0), Some(1));
         assert_eq!(p.take(0), Some(3));
@@ -1723,6 +1801,7 @@ mod tests {
             p.free(i, 0);
         }
         assert_eq!(p.allocated, 0);
+        assert_eq!(p.next_used(0), None);
         assert_eq!(p.idle.next_bit(0), Some(0));
         assert_eq!(p.take(MAX_FOLIO_ORDER), Some(0));
         p.free(0, MAX_FOLIO_ORDER);
