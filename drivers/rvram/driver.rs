@@ -394,7 +394,14 @@ impl<const COHERENT: bool> pci::Driver for RvramDriver<COHERENT> {
         }
         // Data in VRAM goes back to system memory while the BAR is mapped.
         match gpu.evict_all() {
-            Ok(n) => dev_info!(pdev, "{name}: removed, {n} pages evicted\n"),
+            Ok(ev) => dev_info!(
+                pdev,
+                "{name}: removed, {} pages evicted ({} of {} pages scanned in {} pass(es))\n",
+                ev.pages,
+                ev.scanned,
+                gpu.vram.nr_pages(),
+                ev.passes
+            ),
             Err(_) => registry::retire(pdev, gpu, gpu.vram.nr_used()),
         }
     }

@@ -21,13 +21,12 @@ use kernel::{
         },
         pagemap::{
             Owner,
-            Pagemap, //
+            Pagemap,
+            MAX_FOLIO_ORDER, //
         },
     },
-    page::PAGE_SIZE,
     pci,
     prelude::*,
-    sizes::SZ_2M,
     sync::{
         aref::ARef,
         atomic::{
@@ -167,25 +166,31 @@ impl Gpu {
 
     /// Moves every page out of VRAM, retrying what cannot move for up to
     /// [`EVICT_PATIENCE`]; `EBUSY` if some pages are still in use then.
-    pub(crate) fn evict_all(&self) -> Result<usize> {
+    pub(crate) fn evict_all(&self) -> Result<Evicted> {
         with_vram!(&self.vram, pm => Self::evict_pagemap(pm))
     }
 
-    fn evict_pagemap<T: VramKind>(pm: &Pagemap<T>) -> Result<usize> {
+    /// Evicts round by round, each over [`EVICT_CHUNK`] pages starting at
+    /// the next page in use: the cost is in the pages used, not in the
+    /// size of VRAM, of which an unbind may find only a few MiB in use.
+    fn evict_pagemap<T: VramKind>(pm: &Pagemap<T>) -> Result<Evicted> {
         let start = Instant::<Monotonic>::now();
-        let mut total = 0;
+        let mut done = Evicted::default();
         loop {
-            for first in (0..pm.nr_pages()).step_by(EVICT_CHUNK) {
-                if pm.nr_used() == 0 {
-                    return Ok(total);
-                }
+            done.passes += 1;
+            let mut next = 0;
+            while let Some(used) = pm.next_used(next) {
+                // Rounds start on a folio boundary: none straddles two.
+                let first = used - used % PMD_PAGES;
                 let count = EVICT_CHUNK.min(pm.nr_pages() - first);
                 // Out of memory for the round's arrays: the next try may
                 // have it.
-                total += Self::evict_range(pm, first, count).unwrap_or(0);
+                done.pages += Self::evict_range(pm, first, count).unwrap_or(0);
+                done.scanned += count;
+                next = first + count;
             }
             if pm.nr_used() == 0 {
-                return Ok(total);
+                return Ok(done);
             }
             if start.elapsed() > EVICT_PATIENCE {
                 return Err(EBUSY);
@@ -221,14 +226,27 @@ impl Gpu {
     }
 }
 
+/// What an eviction did.
+#[derive(Default)]
+pub(crate) struct Evicted {
+    /// Pages moved to system memory.
+    pub(crate) pages: usize,
+    /// VRAM pages that the eviction rounds looked at, in all passes.
+    pub(crate) scanned: usize,
+    /// Passes over the pages in use: more than one when some could not
+    /// move at first.
+    pub(crate) passes: usize,
+}
+
 /// VRAM pages collected per eviction round: a multiple of the largest folio
 /// ([`PMD_PAGES`]), so that no folio straddles two rounds, and small
 /// enough that the round's arrays stay two 64 KiB allocations whatever the
 /// VRAM size.
 pub(crate) const EVICT_CHUNK: usize = 8192;
 
-/// Pages in a PMD-sized folio, the largest VRAM folio.
-pub(crate) const PMD_PAGES: usize = SZ_2M / PAGE_SIZE;
+/// Pages in a PMD-sized folio, the largest VRAM folio (512 with 4 KiB
+/// pages, 2048 with 16 KiB ones).
+pub(crate) const PMD_PAGES: usize = 1 << MAX_FOLIO_ORDER;
 const _: () = assert!(EVICT_CHUNK % PMD_PAGES == 0);
 
 /// How long unbind retries pages that cannot move out of VRAM (locked by a

@@ -719,7 +719,7 @@ fn splat_markers() {
             "[   12.0] rvram-guest: plan single: start",
             "[   12.0] rvram-guest: suite hmm-tests-test_hmm: rc 0",
             "[   12.0] rvram 0000:03:00.0: rvram0: 256 MiB of VRAM in BAR2 (65536 pages, device-private)",
-            "[   12.0] rvram 0000:03:00.0: rvram0: removed, 0 pages evicted",
+            "[   12.0] rvram 0000:03:00.0: rvram0: removed, 0 pages evicted, 0 of 65536 scanned",
             "[   12.0] sysrq: Show Blocked State",
             "[   12.0] task:hmm-race        state:D stack:0     pid:231   tgid:231   ppid:1      flags:0x00004002",
             "[   12.0] ==================================================================",
