@@ -3,7 +3,8 @@
 # A GPU at a real VRAM size (the scale plan: 16 GiB): what a bind costs in
 # time and guest memory (the struct pages of VRAM: one device-private and
 # one P2PDMA page per VRAM page), that an unbind gives that memory back,
-# and how long an unbind takes with VRAM empty and with data resident.
+# how long a bind and an unbind take at each VRAM size of the topology
+# (16 GiB and 256 MiB, side by side), and what eviction looks at.
 # Times are reported, never asserted; data, sizes and memory are.
 # Environment: RVRAM_TOP, RVRAM_GUEST_BIN, RVRAM_VRAM_MB.
 set -u
@@ -57,6 +58,38 @@ echo "# unbind of $mb MiB of VRAM, empty: $t_unbind ms"
 tap_check "unbind gives back the memory the bind took (took $spent MiB, gave back $(((back - after) / 1024)) MiB)" \
 	test $(((before - back) / 1024)) -lt 16
 tap_check "bind again" rvram_bind "$gpu"
+
+# The same bind and unbind at each VRAM size of the topology, side by
+# side: three rounds in alternating order, medians reported. Both scale
+# with the struct pages they create and free (memremap_pages() and
+# memunmap_pages() of the device-private and P2PDMA ranges).
+median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+declare -A mib binds unbinds
+fails=0
+for g in $(rvram_gpus); do
+	[ "$(rvram_driver "$g")" = rvram ] || continue
+	mib[$g]=$(($(stat -c %s "/sys/bus/pci/devices/$g/resource2") >> 20))
+done
+for round in 1 2 3; do
+	order=$(printf '%s\n' "${!mib[@]}" | sort)
+	[ $((round % 2)) -eq 0 ] && order=$(echo "$order" | tac)
+	for g in $order; do
+		timed t rvram_unbind "$g" || fails=$((fails + 1))
+		unbinds[$g]+="$t "
+		timed t rvram_bind "$g" || fails=$((fails + 1))
+		binds[$g]+="$t "
+	done
+done
+for g in $(printf '%s\n' "${!mib[@]}" | sort); do
+	# shellcheck disable=SC2086 # lists of numbers
+	echo "# ${mib[$g]} MiB of VRAM ($g), empty: bind $(median ${binds[$g]}) ms," \
+		"unbind $(median ${unbinds[$g]}) ms (medians of ${binds[$g]}/ ${unbinds[$g]})"
+done
+tap_eq "GPUs of two sizes timed side by side" 2 \
+	"$(printf '%s\n' "${mib[@]}" | sort -u | wc -l)"
+tap_eq "three rounds of unbind and bind at each size, no failure" 0 "$fails"
+tap_eq "every GPU bound after the rounds" "${#mib[@]}" \
+	"$(for g in "${!mib[@]}"; do rvram_driver "$g"; done | grep -c '^rvram$')"
 
 # Eviction: data resident in VRAM survives an unbind, every byte checked
 # (src/rvram-unbind.c migrates 4 MiB, unbinds, checks, binds again).
