@@ -181,6 +181,9 @@ impl Rig<'_> {
             let reader = if i == 0 { &alias_reader } else { &plain_reader };
             let one = (|| -> Measured<PeerRead> {
                 let mut errors = Vec::new();
+                // The switches as the cell names them, whatever the cell
+                // before left: the alias read needs rvram0's on.
+                self.set_placement(cell.placement)?;
                 // Into (or back into) VRAM; this also invalidates what the
                 // reader mapped before.
                 self.place_in_vram(target.as_slice(), seed, &mut errors)?;
