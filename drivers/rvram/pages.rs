@@ -34,6 +34,7 @@ use kernel::{
             DeviceFault,
             DeviceFolio,
             DevicePrivateOps,
+            DmaAlias,
             FaultError,
             NewFolio,
             Pagemap,
@@ -145,16 +146,21 @@ impl PagemapOps for PrivatePages {
 }
 
 impl DevicePrivateOps for PrivatePages {
-    fn dma_alias(pm: &Pagemap<Self>, folio: &DeviceFolio<Self>) -> Result<usize> {
+    fn dma_alias(pm: &Pagemap<Self>, folio: &DeviceFolio<Self>) -> Result<DmaAlias> {
         let data = pm.data();
         if !data.p2p_alias.load(Relaxed) {
             // No alias now: the peer's fault migrates the page instead.
             return Err(EOPNOTSUPP);
         }
         let pfn = vram::alias_pfn(data.p2p_pfn, pm.nr_pages(), folio.index(), folio.nr_pages())?;
-        // One grant per page-table entry HMM resolves: a page, or a PMD.
+        // One grant per lookup: HMM asks once per PMD, and once per page
+        // table for the pages mapped by PTEs, since aliases are linear up
+        // to the end of VRAM.
         data.books.stats.alias_grants.fetch_add(1, Relaxed);
-        Ok(pfn)
+        Ok(DmaAlias {
+            pfn,
+            pages: pm.nr_pages() - folio.index(),
+        })
     }
 
     fn migrate_to_ram(

@@ -87,7 +87,8 @@ static vm_fault_t apm_migrate_to_ram(struct vm_fault *vmf)
 	return dst ? 0 : VM_FAULT_OOM;
 }
 
-static int apm_dma_alias(struct folio *folio, unsigned long *pfn)
+static int apm_dma_alias(struct folio *folio, unsigned long *pfn,
+			 unsigned long *nr)
 {
 	struct alias_pagemap *p = to_apm(&folio->page);
 

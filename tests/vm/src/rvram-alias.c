@@ -147,8 +147,13 @@ static size_t resident(unsigned char *buf, size_t *pmd)
 	return r;
 }
 
-/* A THP-aligned anonymous buffer with @seed's pattern, moved into VRAM. */
-static unsigned char *vram_buffer(unsigned int seed, unsigned char *bounce)
+/*
+ * A THP-aligned anonymous buffer with @seed's pattern, moved into VRAM, in
+ * 2 MiB folios where THP allows (@advice MADV_HUGEPAGE), or in 4 KiB pages
+ * mapped by PTEs (MADV_NOHUGEPAGE).
+ */
+static unsigned char *vram_buffer_of(unsigned int seed, unsigned char *bounce,
+				     int advice)
 {
 	unsigned char *raw, *buf;
 	size_t pmd;
@@ -158,19 +163,60 @@ static unsigned char *vram_buffer(unsigned int seed, unsigned char *bounce)
 	if (raw == MAP_FAILED)
 		return NULL;
 	buf = (unsigned char *)(((uintptr_t)raw + (2UL << 20) - 1) & ~((2UL << 20) - 1));
-	madvise(buf, SIZE, MADV_HUGEPAGE);
+	madvise(buf, SIZE, advice);
 	fill(buf, seed);
 	if (dmirror_all(plain[owner], HMM_DMIRROR_MIGRATE_TO_DEV, buf, bounce, NPAGES) ||
 	    resident(buf, &pmd) != NPAGES)
 		return NULL;
 	printf("# seed %u: %lu pages in rvram%d, %zu PMD-mapped\n", seed, NPAGES, owner, pmd);
+	if (advice == MADV_NOHUGEPAGE && pmd)
+		return NULL;
 	return buf;
+}
+
+static unsigned char *vram_buffer(unsigned int seed, unsigned char *bounce)
+{
+	return vram_buffer_of(seed, bounce, MADV_HUGEPAGE);
 }
 
 static void report(const char *what, struct counters a, struct counters b)
 {
 	printf("# %s: migrated_to_ram +%lld, alias_grants +%lld, alias_accesses +%lld\n",
 	       what, b.to_ram - a.to_ram, b.grants - a.grants, b.accesses - a.accesses);
+}
+
+/*
+ * 4 KiB pages mapped by PTEs: HMM asks the owner once per page table, not
+ * once per page. rvram's aliases are linear up to the end of VRAM, so one
+ * dma_alias() call covers every page of a walk under one PTE table, and
+ * the client's reads fault in chunks of 64 pages (FAULT_CHUNK), each
+ * under one PTE table: a grant per chunk (twice that allows for walks that
+ * retry), where asking per page would grant NPAGES.
+ */
+static void alias_per_page_table(unsigned char *bounce)
+{
+	unsigned char *buf = vram_buffer_of(10, bounce, MADV_NOHUGEPAGE);
+	struct counters a, b;
+	size_t pmd;
+
+	check(buf != NULL, "4k alias: data in rvram%d, in 4 KiB pages", owner);
+	if (!buf)
+		return;
+	a = counters(near);
+	memset(bounce, 0, SIZE);
+	check(dmirror_all(dma[near], HMM_DMIRROR_READ, buf, bounce, NPAGES) == 0,
+	      "4k alias: rvram%d reads the range", near);
+	b = counters(near);
+	report("4k alias read", a, b);
+	check(mismatches(bounce, 10) == 0, "4k alias: every byte read through the alias is right");
+	check(b.to_ram == a.to_ram && b.accesses - a.accesses == NPAGES,
+	      "4k alias: %lu pages read through aliases, none migrated", NPAGES);
+	check(b.grants - a.grants >= NPAGES / 64 && b.grants - a.grants <= NPAGES / 32,
+	      "4k alias: rvram%d was asked once per chunk, not per page (%lld grants for %lu chunks)",
+	      owner, b.grants - a.grants, NPAGES / 64);
+	check(resident(buf, &pmd) == NPAGES && pmd == 0,
+	      "4k alias: the pages are still in rvram%d's VRAM, PTE-mapped", owner);
+	munmap(buf, SIZE);
 }
 
 /* NEAR reads and writes through P2P aliases: nothing migrates. */
@@ -356,6 +402,7 @@ int main(int argc, char **argv)
 	bounce = malloc(SIZE);
 
 	alias_allowed(bounce);
+	alias_per_page_table(bounce);
 	alias_not_allowed(bounce);
 	fallback(bounce);
 	unbind(bounce, argv[4]);

@@ -203,9 +203,8 @@ pub trait DevicePrivateOps: PagemapOps<Kind = Private> {
         fault: &DeviceFault<'_, Self>,
     ) -> core::result::Result<(), FaultError>;
 
-    /// The DMA-able alias of `folio`: the pfn of the first of
-    /// `folio.nr_pages()` contiguous PCI P2PDMA pages that hold the same
-    /// memory (`dev_pagemap_ops::dma_alias`).
+    /// The DMA-able aliases of `folio` and, if they are contiguous, of the
+    /// pages after it (`dev_pagemap_ops::dma_alias`): see [`DmaAlias`].
     ///
     /// `hmm_range_fault()` asks for it when a mirror that named an alias
     /// client faults on `folio`; core, not the driver, then decides whether
@@ -219,11 +218,13 @@ pub trait DevicePrivateOps: PagemapOps<Kind = Private> {
     ///
     /// # Examples
     ///
-    /// A driver whose device page `i` is P2PDMA page `base + i`:
+    /// A driver whose device page `i` is P2PDMA page `base + i`, for every
+    /// page up to the end of the pagemap:
     ///
     /// ```
     /// use kernel::mm::pagemap::{
-    ///     DeviceFault, DeviceFolio, DevicePrivateOps, FaultError, PagemapOps, Pagemap, Private,
+    ///     DeviceFault, DeviceFolio, DevicePrivateOps, DmaAlias, FaultError, PagemapOps, Pagemap,
+    ///     Private,
     /// };
     /// use kernel::prelude::*;
     ///
@@ -243,16 +244,38 @@ pub trait DevicePrivateOps: PagemapOps<Kind = Private> {
     ///     ) -> core::result::Result<(), FaultError> {
     ///         Err(FaultError::SigBus)
     ///     }
-    ///     fn dma_alias(pm: &Pagemap<Self>, folio: &DeviceFolio<Self>) -> Result<usize> {
-    ///         Ok(pm.data().p2p_base_pfn + folio.index())
+    ///     fn dma_alias(pm: &Pagemap<Self>, folio: &DeviceFolio<Self>) -> Result<DmaAlias> {
+    ///         Ok(DmaAlias {
+    ///             pfn: pm.data().p2p_base_pfn + folio.index(),
+    ///             pages: pm.nr_pages() - folio.index(),
+    ///         })
     ///     }
     /// }
     /// ```
-    fn dma_alias(pagemap: &Pagemap<Self>, folio: &DeviceFolio<Self>) -> Result<usize> {
+    fn dma_alias(pagemap: &Pagemap<Self>, folio: &DeviceFolio<Self>) -> Result<DmaAlias> {
         let _ = (pagemap, folio);
         Err(EOPNOTSUPP)
     }
 }
+
+/// The DMA-able aliases of a run of a pagemap's pages, which
+/// [`DevicePrivateOps::dma_alias`] reports for a folio: the pages from the
+/// folio's first on hold the same memory as contiguous PCI P2PDMA pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DmaAlias {
+    /// The pfn of the alias of the folio's first page.
+    pub pfn: usize,
+    /// How many pages, from the folio's first page on, have their alias at
+    /// the next pfns from `pfn` on: at least the folio's pages. A driver
+    /// whose aliases are linear reports the pages up to the end of the
+    /// pagemap, so that `hmm_range_fault()` asks once per page table
+    /// rather than once per page. Longer runs are cut at the pagemap's end.
+    pub pages: usize,
+}
+
+/// A driver's `dma_alias` as the header stores it.
+type DmaAliasFn =
+    unsafe fn(*const Header, *mut bindings::folio, *mut c_ulong, *mut c_ulong) -> c_int;
 
 /// The part of every [`Pagemap`] that the C callbacks reach without knowing
 /// its driver type: the `dev_pagemap`, the type of the pagemap it heads, and
@@ -285,7 +308,7 @@ struct Header {
     folio_free: unsafe fn(*const Header, *mut bindings::folio),
     migrate_to_ram:
         Option<unsafe fn(*const Header, *mut bindings::vm_fault) -> bindings::vm_fault_t>,
-    dma_alias: Option<unsafe fn(*const Header, *mut bindings::folio, *mut c_ulong) -> c_int>,
+    dma_alias: Option<DmaAliasFn>,
     revoked: Atomic<bool>,
 }
 
@@ -350,8 +373,12 @@ unsafe extern "C" fn migrate_to_ram_trampoline(
 ///
 /// Only called by core mm, as `dev_pagemap_ops::dma_alias`, under
 /// `rcu_read_lock()`, with a folio of a pagemap whose ops are
-/// [`PRIVATE_OPS`] and a valid `pfn`.
-unsafe extern "C" fn dma_alias_trampoline(folio: *mut bindings::folio, pfn: *mut c_ulong) -> c_int {
+/// [`PRIVATE_OPS`] and valid `pfn` and `nr`.
+unsafe extern "C" fn dma_alias_trampoline(
+    folio: *mut bindings::folio,
+    pfn: *mut c_ulong,
+    nr: *mut c_ulong,
+) -> c_int {
     // SAFETY: As in `folio_free_trampoline`: the folio's pagemap is alive
     // while core mm can look its pages up.
     let h = unsafe { Header::of_pgmap(bindings::page_pgmap(folio.cast())) };
@@ -363,7 +390,7 @@ unsafe extern "C" fn dma_alias_trampoline(folio: *mut bindings::folio, pfn: *mut
     // SAFETY: As above; `dma_alias` is the callback of the header's type.
     match unsafe { (*h).dma_alias } {
         // SAFETY: As above.
-        Some(f) => unsafe { f(h, folio, pfn) },
+        Some(f) => unsafe { f(h, folio, pfn, nr) },
         None => EOPNOTSUPP.to_errno(),
     }
 }
@@ -392,7 +419,7 @@ impl Header {
         migrate_to_ram: Option<
             unsafe fn(*const Header, *mut bindings::vm_fault) -> bindings::vm_fault_t,
         >,
-        dma_alias: Option<unsafe fn(*const Header, *mut bindings::folio, *mut c_ulong) -> c_int>,
+        dma_alias: Option<DmaAliasFn>,
     ) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             pgmap <- Opaque::try_ffi_init(move |pgmap: *mut bindings::dev_pagemap| {
@@ -1013,22 +1040,33 @@ impl<T: DevicePrivateOps> Pagemap<T> {
     /// # Safety
     ///
     /// `h` is the header of a `Pagemap<T>`, `folio` a folio of it (possibly
-    /// being freed) and `pfn` valid for writes; called under `rcu_read_lock()`.
+    /// being freed) and `pfn` and `nr` valid for writes; called under
+    /// `rcu_read_lock()`.
     unsafe fn dma_alias_callback(
         h: *const Header,
         folio: *mut bindings::folio,
         pfn: *mut c_ulong,
+        nr: *mut c_ulong,
     ) -> c_int {
         // SAFETY: `h` heads a live `Pagemap<T>` (safety requirement).
         let pm = unsafe { &*h.cast::<Self>() };
         // SAFETY: `folio` belongs to `pm`.
         let f = unsafe { DeviceFolio::<T>::from_raw(folio) };
         match T::dma_alias(pm, f) {
-            Ok(p) => {
-                // SAFETY: `pfn` is valid for writes (safety requirement).
-                unsafe { *pfn = p as c_ulong };
+            // A run shorter than the folio breaks the op's contract (core
+            // would warn): no alias, the folio migrates. One past the
+            // pagemap names pages that are not the driver's: cut it there.
+            Ok(a) if a.pages >= f.nr_pages() => {
+                let left = pm.nr_pages().saturating_sub(f.index());
+                // SAFETY: `pfn` and `nr` are valid for writes (safety
+                // requirement).
+                unsafe {
+                    *pfn = a.pfn as c_ulong;
+                    *nr = a.pages.min(left) as c_ulong;
+                }
                 0
             }
+            Ok(_) => EINVAL.to_errno(),
             Err(e) => e.to_errno(),
         }
     }
@@ -1118,7 +1156,7 @@ impl<T: PagemapOps> Pagemap<T> {
         migrate_to_ram: Option<
             unsafe fn(*const Header, *mut bindings::vm_fault) -> bindings::vm_fault_t,
         >,
-        dma_alias: Option<unsafe fn(*const Header, *mut bindings::folio, *mut c_ulong) -> c_int>,
+        dma_alias: Option<DmaAliasFn>,
         data: impl PinInit<T, E>,
     ) -> impl PinInit<Self, Error>
     where
@@ -1684,6 +1722,53 @@ mod tests {
 
     const PMD: usize = crate::page::PAGE_SIZE << MAX_FOLIO_ORDER;
 
+    /// Aliases at `pfn + index`, in runs of `run` pages.
+    struct Aliased {
+        pfn: usize,
+        run: Atomic<usize>,
+    }
+
+    impl PagemapOps for Aliased {
+        type Kind = Private;
+
+        fn folio_free(_pm: &Pagemap<Self>, _folio: &DeviceFolio<Self>) {}
+    }
+
+    impl DevicePrivateOps for Aliased {
+        fn migrate_to_ram(
+            _pm: &Pagemap<Self>,
+            _fault: &DeviceFault<'_, Self>,
+        ) -> core::result::Result<(), FaultError> {
+            Err(FaultError::SigBus)
+        }
+
+        fn dma_alias(pm: &Pagemap<Self>, folio: &DeviceFolio<Self>) -> Result<DmaAlias> {
+            Ok(DmaAlias {
+                pfn: pm.data().pfn + folio.index(),
+                pages: pm.data().run.load(Relaxed),
+            })
+        }
+    }
+
+    /// What core gets from `dev_pagemap_ops::dma_alias` for `folio`.
+    fn core_alias<T: DevicePrivateOps>(
+        pm: &Pagemap<T>,
+        folio: &NewFolio<'_, T>,
+    ) -> core::result::Result<(usize, usize), i32> {
+        let (mut pfn, mut nr) = (0, 0);
+        let _rcu = crate::sync::rcu::read_lock();
+        // SAFETY: The pagemap is registered with `PRIVATE_OPS`, which has
+        // `dma_alias`; the folio is one of its, referenced; the RCU read
+        // lock is held, as core holds it.
+        let ret =
+            unsafe { ((*(*pm.raw()).ops).dma_alias.ok_or(-1)?)(folio.as_raw(), &mut pfn, &mut nr) };
+        if ret == 0 {
+            Ok((pfn as usize, nr as usize))
+        } else {
+            Err(ret)
+        }
+    }
+
     fn new_pm(size: usize) -> Result<Pin<KBox<Pagemap<Counting>>>> {
         KBox::pin_init(
             Pagemap::new(
@@ -1924,6 +2009,39 @@ mod tests {
         let r = other.reserve(1)?;
         pm.unreserve(r); // Wrong pagemap: leaked, not released here.
         assert_eq!(other.nr_reserved(), 1);
+        Ok(())
+    }
+
+    #[test]
+    fn alias_runs_are_cut_at_the_end_of_the_pagemap() -> Result {
+        let pm = KBox::pin_init(
+            Pagemap::new(
+                2 * PMD,
+                None,
+                Aliased {
+                    pfn: 0x100000,
+                    run: Atomic::new(usize::MAX),
+                },
+            ),
+            GFP_KERNEL,
+        )?;
+        let n = pm.nr_pages();
+        let f = pm.alloc_folio(0)?;
+        let g = pm.alloc_folio(0)?;
+        let left = n - g.index();
+        // A run past the end of the pagemap ends there.
+        assert_eq!(core_alias(&pm, &g), Ok((0x100000 + g.index(), left)));
+        pm.data().run.store(left, Relaxed);
+        assert_eq!(core_alias(&pm, &g), Ok((0x100000 + g.index(), left)));
+        pm.data().run.store(1, Relaxed);
+        assert_eq!(core_alias(&pm, &f), Ok((0x100000 + f.index(), 1)));
+        // Shorter than the folio: no alias.
+        pm.data().run.store(0, Relaxed);
+        assert_eq!(core_alias(&pm, &f), Err(EINVAL.to_errno()));
+        // Revoked: no alias either.
+        pm.data().run.store(1, Relaxed);
+        pm.revoke_aliases();
+        assert_eq!(core_alias(&pm, &f), Err(ENODEV.to_errno()));
         Ok(())
     }
 
