@@ -20,6 +20,10 @@ use crate::{
         NAMES,
         REGISTRY, //
     },
+    scale::{
+        self,
+        ScaleBench, //
+    },
     stats,
     vram::VramLayout,
 };
@@ -60,6 +64,9 @@ const VRAM_BAR: u32 = 2;
 /// PCI device id of ivshmem (vendor Red Hat / Qumranet).
 const IVSHMEM_DEVICE_ID: u32 = 0x1110;
 
+/// A debugfs file of the scale benchmark.
+type ScaleFile = Pin<KBox<File<Arc<ScaleBench>>>>;
+
 /// Per-device state.
 #[pin_data]
 pub(crate) struct Rvram<'bound> {
@@ -85,6 +92,9 @@ pub(crate) struct Rvram<'bound> {
     /// Whether peers get P2P aliases: see [`PrivatePages::p2p_alias`].
     /// Device-private VRAM only.
     p2p_alias: Option<Pin<KBox<File<Arc<Gpu>>>>>,
+    /// The scale benchmark's `fill` and `alloc_bench`. Device-private VRAM
+    /// only.
+    scale: Option<[ScaleFile; 2]>,
     #[pin]
     stats: File<Arc<Gpu>>,
 }
@@ -353,6 +363,32 @@ impl<const COHERENT: bool> pci::Driver for RvramDriver<COHERENT> {
                 )?),
                 Vram::Coherent(_) => None,
             };
+            let scale = match &gpu.vram {
+                Vram::Private(_) => {
+                    let bench = ScaleBench::new(gpu.clone())?;
+                    Some([
+                        KBox::pin_init(
+                            dir.read_write_callback_file(
+                                c"fill",
+                                bench.clone(),
+                                &scale::show_fill,
+                                &scale::store_fill,
+                            ),
+                            GFP_KERNEL,
+                        )?,
+                        KBox::pin_init(
+                            dir.read_write_callback_file(
+                                c"alloc_bench",
+                                bench,
+                                &scale::show_alloc_bench,
+                                &scale::store_alloc_bench,
+                            ),
+                            GFP_KERNEL,
+                        )?,
+                    ])
+                }
+                Vram::Coherent(_) => None,
+            };
             let stats_gpu = gpu.clone();
             Ok(try_pin_init!(Rvram {
                 pdev,
@@ -372,6 +408,7 @@ impl<const COHERENT: bool> pci::Driver for RvramDriver<COHERENT> {
                 ),
                 p2p_pfn: p2p_file,
                 p2p_alias,
+                scale,
                 stats <- dir.read_callback_file(c"stats", stats_gpu, &stats::show),
             }))
         })
@@ -396,8 +433,10 @@ impl<const COHERENT: bool> pci::Driver for RvramDriver<COHERENT> {
         match gpu.evict_all() {
             Ok(ev) => dev_info!(
                 pdev,
-                "{name}: removed, {} pages evicted ({} of {} pages scanned in {} pass(es))\n",
+                "{name}: removed, {} pages evicted in {} us ({} of {} pages scanned in {} \
+                 pass(es))\n",
                 ev.pages,
+                ev.us,
                 ev.scanned,
                 gpu.vram.nr_pages(),
                 ev.passes

@@ -190,6 +190,7 @@ impl Gpu {
                 next = first + count;
             }
             if pm.nr_used() == 0 {
+                done.us = u64::try_from(start.elapsed().as_micros_ceil()).unwrap_or(u64::MAX);
                 return Ok(done);
             }
             if start.elapsed() > EVICT_PATIENCE {
@@ -236,6 +237,8 @@ pub(crate) struct Evicted {
     /// Passes over the pages in use: more than one when some could not
     /// move at first.
     pub(crate) passes: usize,
+    /// Time the eviction took, in microseconds.
+    pub(crate) us: u64,
 }
 
 /// VRAM pages collected per eviction round: a multiple of the largest folio

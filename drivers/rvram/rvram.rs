@@ -35,6 +35,8 @@
 //!   of the BAR, CPU faults, aliases), generic over the kind;
 //! - [`registry`]: module-wide state: GPUs by index, retired GPUs;
 //! - [`stats`]: the event counters in debugfs;
+//! - [`scale`]: the scale benchmark's debugfs files (VRAM fill, allocation
+//!   latency);
 //! - [`vram`]: VRAM geometry, which file owns a page, cgroup charges;
 //! - [`dmirror`]: the `lib/test_hmm` ioctl ABI of `/dev/rvramN`;
 //! - [`bo`]: VRAM buffer objects exported as dma-bufs.
@@ -54,6 +56,7 @@ mod driver;
 mod gpu;
 mod pages;
 mod registry;
+mod scale;
 mod stats;
 mod vram;
 

@@ -47,7 +47,7 @@ fi
 
 case $plan in
 single)
-	expect kunit:rvram_vram kunit:rvram_dmirror rvram-probe hmm-tests-test_hmm hmm-race-test_hmm rvram-unbind rvram-abuse
+	expect kunit:rvram_vram kunit:rvram_dmirror kunit:rvram_scale rvram-probe hmm-tests-test_hmm hmm-race-test_hmm rvram-unbind rvram-abuse
 	# No edu device (no --dma-engines): the case of a device that is
 	# not an ivshmem GPU, assigned to rvram, skips.
 	expect_skips rvram-probe 1
@@ -77,7 +77,7 @@ scale)
 	# and struct pages, and gives back at unbind; eviction of resident
 	# data; a buffer's dma-buf in hostile hands; hmm-tests and P2P aliases
 	# with the 16 GiB GPU as device 0 and alias owner.
-	expect kunit:rvram_vram kunit:rvram_dmirror rvram-probe-scale rvram-scale
+	expect kunit:rvram_vram kunit:rvram_dmirror kunit:rvram_scale rvram-probe-scale rvram-scale
 	expect rvram-dmabuf-abuse-scale hmm-tests-scale rvram-alias-scale
 	# No edu device here either.
 	expect_skips rvram-probe-scale 1
@@ -91,7 +91,7 @@ scale)
 	run_suite rvram-alias-scale "$T/rvram-alias.sh"
 	;;
 dual)
-	expect kunit:rvram_vram kunit:rvram_dmirror rvram-probe-dual hmm-tests-rvram rvram-stress hmm-race-rvram
+	expect kunit:rvram_vram kunit:rvram_dmirror kunit:rvram_scale rvram-probe-dual hmm-tests-rvram rvram-stress hmm-race-rvram
 	expect rvram-coherent
 	run_suite rvram-probe-dual "$T/rvram-probe.sh"
 	run_suite hmm-tests-rvram "$T/hmm-tests.sh" rvram
@@ -106,7 +106,7 @@ dual)
 alias)
 	# Two GPUs under the switch and one far GPU (tools/vm.sh --far-gpus 1),
 	# and two DMA engines (--dma-engines).
-	expect kunit:rvram_vram kunit:rvram_dmirror rvram-alias rdma-odp-ram rdma-odp-alias rdma-odp-migrate
+	expect kunit:rvram_vram kunit:rvram_dmirror kunit:rvram_scale rvram-alias rdma-odp-ram rdma-odp-alias rdma-odp-migrate
 	expect rdma-odp-coherent
 	expect pyverbs-odp rdma-unbind rdma-fuzz odp-dma rdma-dmabuf
 	expect rdma-advise

@@ -103,11 +103,11 @@ rm -f "$tmp"
 tap_eq "rvram-unbind with data resident" 0 $rc
 echo "# migrate 4 MiB in, unbind with it resident (eviction), check, bind: $t_evict ms"
 line=$(dmesg | tail -n +$((seen + 1)) |
-	grep -o "rvram0: removed, 1024 pages evicted ([0-9]* of $pages pages scanned in [0-9]* pass(es))")
+	grep -o "rvram0: removed, 1024 pages evicted in [0-9]* us ([0-9]* of $pages pages scanned in [0-9]* pass(es))")
 tap_check "rvram0 logged the eviction of 1024 pages: $line" test -n "$line"
 # Eviction walks the pages in use, not all of VRAM: 4 MiB in use lie in
 # at most two rounds of 8192 pages per pass whatever the VRAM size.
-read -r scanned passes < <(echo "$line" | tr -d '(' | awk '{ print $6, $12 }')
+read -r scanned passes < <(echo "$line" | tr -d '(' | awk '{ print $9, $15 }')
 tap_check "eviction looked at ${scanned:-?} of $pages pages in ${passes:-?} pass(es), at most 16384 per pass" \
 	test "${scanned:-99999999}" -le $((16384 * ${passes:-0}))
 

@@ -3,7 +3,10 @@
  * Unbinding a GPU while process data is resident in its VRAM evacuates
  * the data to system RAM: every byte survives, the process keeps running.
  *
- *   rvram-unbind /dev/rvramN PCI_ADDR
+ *   rvram-unbind /dev/rvramN PCI_ADDR [MIB]
+ *
+ * MIB (default 4) is the size of the data moved into VRAM before the
+ * unbind.
  *
  * Prints TAP.
  */
@@ -30,16 +33,19 @@ static void check(int ok, const char *what)
 
 int main(int argc, char **argv)
 {
-	const size_t npages = 1024, size = npages * 4096;
+	size_t npages = 1024, size;
 	struct hmm_dmirror_cmd cmd = { 0 };
 	unsigned char *buf, *mirror, *snap;
 	size_t i, resident = 0, bad = 0;
 	int fd;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: %s /dev/rvramN PCI_ADDR\n", argv[0]);
+	if (argc == 4)
+		npages = strtoul(argv[3], NULL, 10) * 256;
+	if ((argc != 3 && argc != 4) || !npages || npages > (1UL << 20)) {
+		fprintf(stderr, "usage: %s /dev/rvramN PCI_ADDR [MIB]\n", argv[0]);
 		return 2;
 	}
+	size = npages * 4096;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("TAP version 13\n");
 	fd = open(argv[1], O_RDWR);
@@ -54,7 +60,7 @@ int main(int argc, char **argv)
 	cmd.ptr = (uintptr_t)mirror;
 	cmd.npages = npages;
 	check(ioctl(fd, HMM_DMIRROR_MIGRATE_TO_DEV, &cmd) == 0 && cmd.cpages == npages,
-	      "migrate 4 MiB into VRAM");
+	      "migrate the data into VRAM");
 	cmd.ptr = (uintptr_t)snap;
 	check(ioctl(fd, HMM_DMIRROR_SNAPSHOT, &cmd) == 0, "snapshot");
 	for (i = 0; i < npages; i++)
