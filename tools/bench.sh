@@ -9,7 +9,10 @@
 #  - what P2P aliases save, counted: the NIC's ODP fault path, the
 #    NIC-then-GPU pipeline, a GPU peer reading VRAM, RDMA bandwidth; system
 #    RAM, VRAM with aliases, VRAM with migration; 4 and 64 MiB, 4 KiB pages
-#    and 2 MiB folios: results/bench/bench-alias.{md,svg}.
+#    and 2 MiB folios: results/bench/bench-alias.{md,svg};
+#  - in a second boot, with GPUs of 16 GiB and 256 MiB: allocation latency
+#    and migration throughput at several fills of VRAM, eviction and unbind
+#    times: results/bench-scale/bench-scale.md.
 # The TAP points assert data and counters, never a time.
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
@@ -20,10 +23,14 @@ tools/fetch-kernel.sh
 kobj=$(tools/kernel.sh nodebug "$(target/release/rvram series apply)")
 make -s KDIR="$kobj" modules
 tools/build-hmm-tests.sh "$kobj" > /dev/null
-rm -rf results/bench
+rm -rf results/bench results/bench-scale
 tools/vm.sh --kernel "$kobj" --gpus 2 --vram 256,256 --timeout 2400 bench results/bench || true
+tools/vm.sh --kernel "$kobj" --gpus 2 --vram 16384,256 --timeout 1200 bench-scale \
+	results/bench-scale || true
 rc=0
 target/release/rvram report results/bench || rc=1
+target/release/rvram report results/bench-scale || rc=1
+cat results/bench-scale/bench-scale.md 2>/dev/null || rc=1
 for f in bench-hmm.md bench-profile.md bench-alias.md bench-cpumap.md; do
 	[ -f "results/bench/$f" ] && cat "results/bench/$f"
 done

@@ -191,6 +191,12 @@ bench)
 	run_suite alias-bench "$T/alias-bench.sh"
 	run_suite cpumap-bench "$T/cpumap-bench.sh"
 	;;
+bench-scale)
+	# make bench, VRAM at scale, on the non-debug kernel: two GPUs of
+	# different VRAM sizes side by side, at several fills (scale-bench.sh).
+	expect scale-bench
+	run_suite scale-bench "$T/scale-bench.sh"
+	;;
 demo)
 	"$T/demo.sh"
 	;;
@@ -237,7 +243,7 @@ esac
 
 # Every test plan ends with kmemleak's verdict (the debug kernel has it).
 case $plan in
-demo | bench | pyverbs-stock | splat) ;;
+demo | bench | bench-scale | pyverbs-stock | splat) ;;
 *)
 	expect kmemleak
 	run_suite kmemleak "$T/kmemleak.sh"
