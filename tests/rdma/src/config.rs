@@ -184,6 +184,9 @@ pub struct Bench {
     pub pages: Vec<Pages>,
     /// Timed repetitions of each bandwidth transfer (0: no bandwidth part).
     pub reps: usize,
+    /// Rounds of the fault path per target size and page kind, each over
+    /// every placement, in alternating order; tables give the medians.
+    pub rounds: usize,
     /// A second GPU (`/dev/rvramN`) that reads the target in the first
     /// GPU's VRAM, with and without aliases.
     pub peer: Option<PathBuf>,
@@ -197,6 +200,7 @@ impl Default for Bench {
             sizes: vec![4 << 20, 64 << 20],
             pages: Pages::ALL.to_vec(),
             reps: 8,
+            rounds: 9,
             peer: None,
         }
     }
@@ -339,6 +343,9 @@ options:
   --bench-pages LIST page kinds: 4k, thp or 4k,thp (default; implies --bench)
   --bench-reps N     timed repetitions per bandwidth transfer, 0 for none
                      (default 8; implies --bench)
+  --bench-rounds N   rounds of the NIC fault path per target, each over every
+                     placement, in alternating order; the tables give the
+                     medians (default 9, at least 1; implies --bench)
   --peer /dev/rvramN with --bench: a second GPU reads the target in --vram's
                      VRAM (HMM_DMIRROR_READ) with and without P2P aliases
                      (smallest size)
@@ -472,6 +479,13 @@ where
             }
             "--bench-reps" => {
                 bench.get_or_insert_with(Bench::default).reps = parse_int(&flag, &value()?)?;
+            }
+            "--bench-rounds" => {
+                let rounds = parse_int(&flag, &value()?)?;
+                if rounds == 0 {
+                    return Err("--bench-rounds must be at least 1".to_owned());
+                }
+                bench.get_or_insert_with(Bench::default).rounds = rounds;
             }
             "--peer" => {
                 let path = value()?;

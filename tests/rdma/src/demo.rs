@@ -337,6 +337,7 @@ mod tests {
             read_delta: StatsDelta::default(),
             resident_after: 1024,
             huge_before: 0,
+            round: 0,
         };
         let fault_migrate = FaultPath {
             cell: cell(Placement::Migrate),

@@ -239,7 +239,12 @@ fn group_key_of(label: &str, data: &Data) -> Option<(String, String)> {
 
 /// The chart's panels, in order; empty ones left out.
 pub fn panels(data: &Data) -> Vec<Panel> {
-    let per_page = |m: &BTreeMap<String, f64>| m.get("us_per_page").copied();
+    // The median over the bench's rounds where there is one.
+    let per_page = |m: &BTreeMap<String, f64>| {
+        m.get("us_per_page_median")
+            .or_else(|| m.get("us_per_page"))
+            .copied()
+    };
     [
         panel(
             data,

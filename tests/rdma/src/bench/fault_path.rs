@@ -29,6 +29,8 @@ pub struct FaultPath {
     pub resident_after: usize,
     /// Target pages mapped by a PMD (2 MiB folios) before the prefetch.
     pub huge_before: usize,
+    /// Which round of the cell this is, from 0 (see `--bench-rounds`).
+    pub round: usize,
 }
 
 impl FaultPath {
@@ -81,8 +83,43 @@ impl Measurement for FaultPath {
         why
     }
 
-    /// The `# bench` values.
+    /// The `# bench` values; those of rounds after the first carry the
+    /// round in their metric name (`us_per_page_r2`).
     fn metrics(&self) -> Vec<Metric> {
+        let mut m = self.round_metrics();
+        if self.round > 0 {
+            for metric in &mut m {
+                metric.name = format!("{}_r{}", metric.name, self.round);
+            }
+        }
+        m
+    }
+
+    /// The TAP description.
+    fn name(&self) -> String {
+        let what = match self.cell.placement {
+            Placement::Ram => "nothing moves",
+            Placement::Alias => "0 pages to RAM, every page still in VRAM",
+            Placement::Migrate => "every page migrates to RAM",
+        };
+        let round = match self.round {
+            0 => String::new(),
+            r => format!(", round {}", r + 1),
+        };
+        format!(
+            "bench {}{round}: NIC fault path (ODP prefetch of the whole MR): {what}; data intact",
+            self.cell.label()
+        )
+    }
+
+    fn note(&self) -> String {
+        self.note_text()
+    }
+}
+
+impl FaultPath {
+    /// The `# bench` values under their first-round names.
+    fn round_metrics(&self) -> Vec<Metric> {
         let p = self.cell.key("fault");
         let d = &self.delta;
         let mut m = vec![
@@ -106,20 +143,7 @@ impl Measurement for FaultPath {
         m
     }
 
-    /// The TAP description.
-    fn name(&self) -> String {
-        let what = match self.cell.placement {
-            Placement::Ram => "nothing moves",
-            Placement::Alias => "0 pages to RAM, every page still in VRAM",
-            Placement::Migrate => "every page migrates to RAM",
-        };
-        format!(
-            "bench {}: NIC fault path (ODP prefetch of the whole MR): {what}; data intact",
-            self.cell.label()
-        )
-    }
-
-    fn note(&self) -> String {
+    fn note_text(&self) -> String {
         let n = self.cell.npages();
         let mut note = format!(
             "prefetch {:.1} ms: {}; {} of {n} pages in VRAM after",
@@ -170,6 +194,19 @@ impl Rig<'_> {
         (fault, pipeline)
     }
 
+    /// Part 1 alone for `cell`, on a target and MR of its own: a later
+    /// round of the fault path (`round` from 1).
+    pub fn measure_fault(&mut self, cell: Cell, round: usize, seed: u32) -> Measured<FaultPath> {
+        let mut target = new_target(cell.size, cell.pages)?;
+        let mut region = self
+            .dev
+            .register(target.as_mut_slice(), verbs::target_access(true))
+            .map_err(|e| format!("register the target as an ODP MR: {e}"))?;
+        let (mut fault, errors) = self.fault_path(cell, &mut region, seed)?;
+        fault.round = round;
+        Ok((fault, errors))
+    }
+
     fn fault_path(
         &mut self,
         cell: Cell,
@@ -208,6 +245,7 @@ impl Rig<'_> {
                 read_delta: after_read.since(&after),
                 resident_after,
                 huge_before,
+                round: 0,
             },
             errors,
         ))

@@ -26,6 +26,7 @@ fn fault(placement: Placement, delta: StatsDelta, resident: usize, ms_: u64) -> 
         read_delta: StatsDelta::default(),
         resident_after: resident,
         huge_before: 0,
+        round: 0,
     }
 }
 

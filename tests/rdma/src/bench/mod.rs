@@ -130,6 +130,32 @@ impl Placement {
     }
 }
 
+/// The placements in the order round `round` measures them: as in
+/// [`Placement::ALL`] in even rounds, reversed in odd ones.
+pub fn round_order(round: usize) -> [Placement; 3] {
+    let mut order = Placement::ALL;
+    if round % 2 == 1 {
+        order.reverse();
+    }
+    order
+}
+
+/// The median of `values` (the mean of the middle two for an even count),
+/// or `None` if there are none.
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    Some(if v.len() % 2 == 1 {
+        v[mid]
+    } else {
+        (v[mid - 1] + v[mid]) / 2.0
+    })
+}
+
 /// One benchmark configuration: target size, page kind, placement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Cell {
@@ -388,6 +414,11 @@ pub fn run_bench(cfg: &Config, emit: &mut dyn FnMut(Emit<'_>)) -> (BenchReport, 
             RDMA_CHUNK >> 10
         ),
         format!(
+            "fault path: {} round(s) per target, each over every placement, in reverse order \
+             every other round; medians",
+            bench.rounds.max(1)
+        ),
+        format!(
             "bandwidth: {} target, 4k pages, one warm-up then {} timed transfers each way",
             size_text(smallest),
             bench.reps
@@ -418,30 +449,42 @@ pub fn run_bench(cfg: &Config, emit: &mut dyn FnMut(Emit<'_>)) -> (BenchReport, 
         };
         for &size in &bench.sizes {
             for &pages in &bench.pages {
-                for placement in Placement::ALL {
-                    let cell = Cell {
-                        size,
-                        pages,
-                        placement,
-                    };
-                    let (fault, pipeline) = rig.measure_cell(cell, next_seed());
-                    record(
-                        as_dyn(&fault),
-                        &|| format!("bench {}: NIC fault path", cell.label()),
-                        emit,
-                    );
-                    record(
-                        as_dyn(&pipeline),
-                        &|| {
-                            format!(
-                                "bench {}: NIC RDMA WRITE, then GPU MIGRATE_TO_DEV",
-                                cell.label()
-                            )
-                        },
-                        emit,
-                    );
-                    report.fault.extend(fault.ok().map(|(f, _)| f));
-                    report.pipeline.extend(pipeline.ok().map(|(p, _)| p));
+                // Round 0 also runs the pipeline on each target; later
+                // rounds the fault path alone, the placements in reverse
+                // order every other round, so that no placement always
+                // runs first or last.
+                for round in 0..bench.rounds.max(1) {
+                    for placement in round_order(round) {
+                        let cell = Cell {
+                            size,
+                            pages,
+                            placement,
+                        };
+                        let failed = || format!("bench {}: NIC fault path", cell.label());
+                        if round > 0 {
+                            let fault = rig.measure_fault(cell, round, next_seed());
+                            record(as_dyn(&fault), &failed, emit);
+                            report.fault.extend(fault.ok().map(|(f, _)| f));
+                            continue;
+                        }
+                        let (fault, pipeline) = rig.measure_cell(cell, next_seed());
+                        record(as_dyn(&fault), &failed, emit);
+                        record(
+                            as_dyn(&pipeline),
+                            &|| {
+                                format!(
+                                    "bench {}: NIC RDMA WRITE, then GPU MIGRATE_TO_DEV",
+                                    cell.label()
+                                )
+                            },
+                            emit,
+                        );
+                        report.fault.extend(fault.ok().map(|(f, _)| f));
+                        report.pipeline.extend(pipeline.ok().map(|(p, _)| p));
+                    }
+                }
+                for m in report.fault_medians(size, pages) {
+                    emit(Emit::Comment(&m.line()));
                 }
             }
         }
@@ -503,6 +546,21 @@ pub fn run_bench(cfg: &Config, emit: &mut dyn FnMut(Emit<'_>)) -> (BenchReport, 
 mod tests {
     use super::fixtures::{cell, MIB4};
     use super::*;
+
+    #[test]
+    fn medians_and_round_order() {
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[3.0]), Some(3.0));
+        assert_eq!(median(&[5.0, 1.0, 3.0]), Some(3.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&[f64::NAN, 2.0]), Some(2.0));
+        assert_eq!(round_order(0), Placement::ALL);
+        assert_eq!(
+            round_order(1),
+            [Placement::Migrate, Placement::Alias, Placement::Ram]
+        );
+        assert_eq!(round_order(2), Placement::ALL);
+    }
 
     #[test]
     fn sizes_and_keys() {

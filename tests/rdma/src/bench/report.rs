@@ -5,9 +5,10 @@
 use std::fmt::Write as _;
 
 use super::{
-    mib, ms, size_text, us_per_page, Bandwidth, Cell, FaultPath, Measurement, PeerRead, Pipeline,
-    Placement,
+    median, mib, ms, size_text, us_per_page, Bandwidth, Cell, FaultPath, Measurement, Metric,
+    PeerRead, Pipeline, Placement,
 };
+use crate::config::Pages;
 
 /// Everything a benchmark run measured.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -54,10 +55,21 @@ impl BenchReport {
     /// Every `bench NAME VALUE UNIT` line, in measurement order.
     pub fn lines(&self) -> Vec<String> {
         let mut lines = self.context_lines();
+        let mut targets: Vec<(usize, Pages)> = Vec::new();
+        for f in &self.fault {
+            if !targets.contains(&(f.cell.size, f.cell.pages)) {
+                targets.push((f.cell.size, f.cell.pages));
+            }
+        }
         let metrics = self
             .fault
             .iter()
             .flat_map(FaultPath::metrics)
+            .chain(
+                targets
+                    .into_iter()
+                    .flat_map(|(size, pages)| self.fault_medians(size, pages)),
+            )
             .chain(self.pipeline.iter().flat_map(Pipeline::metrics))
             .chain(self.peer.iter().flat_map(PeerRead::metrics))
             .chain(self.bandwidth.iter().flat_map(Bandwidth::metrics));
@@ -65,13 +77,111 @@ impl BenchReport {
         lines
     }
 
-    /// The fault path of the alias placement of `cell`'s size and pages.
+    /// The first round's fault path of the alias placement of `cell`'s
+    /// size and pages.
     fn fault_alias(&self, cell: &Cell) -> Option<&FaultPath> {
         self.fault.iter().find(|f| {
-            f.cell.size == cell.size
+            f.round == 0
+                && f.cell.size == cell.size
                 && f.cell.pages == cell.pages
                 && f.cell.placement == Placement::Alias
         })
+    }
+
+    /// Microseconds per page of every round of the fault path of `size`,
+    /// `pages` and `placement`, in measurement order.
+    fn fault_rounds(&self, size: usize, pages: Pages, placement: Placement) -> Vec<f64> {
+        self.fault
+            .iter()
+            .filter(|f| {
+                f.cell.size == size && f.cell.pages == pages && f.cell.placement == placement
+            })
+            .map(FaultPath::us_per_page)
+            .collect()
+    }
+
+    /// The medians over the rounds of the fault path of `size` and `pages`:
+    /// `fault_SIZE_PAGES_PLACEMENT_us_per_page_median` for each placement
+    /// measured, with `_rounds`, and the ratios alias/RAM and
+    /// migration/alias of the medians.
+    pub fn fault_medians(&self, size: usize, pages: Pages) -> Vec<Metric> {
+        let mut m = Vec::new();
+        let mut med = |placement| {
+            let rounds = self.fault_rounds(size, pages, placement);
+            let value = median(&rounds)?;
+            let p = Cell {
+                size,
+                pages,
+                placement,
+            }
+            .key("fault");
+            m.push(Metric::new(&p, "us_per_page_median", value, 2, "us"));
+            m.push(Metric::new(&p, "rounds", rounds.len() as f64, 0, "rounds"));
+            Some(value)
+        };
+        let (ram, alias, migrate) = (
+            med(Placement::Ram),
+            med(Placement::Alias),
+            med(Placement::Migrate),
+        );
+        let p = format!("fault_{}_{}", super::size_key(size), pages.key());
+        if let (Some(r), Some(a)) = (ram, alias) {
+            if r > 0.0 {
+                m.push(Metric::new(&p, "alias_over_ram", a / r, 2, "x"));
+            }
+        }
+        if let (Some(a), Some(g)) = (alias, migrate) {
+            if a > 0.0 {
+                m.push(Metric::new(&p, "migrate_over_alias", g / a, 2, "x"));
+            }
+        }
+        m
+    }
+
+    /// The table of the fault path's medians over its rounds.
+    pub fn fault_median_table(&self) -> String {
+        let mut out = String::from(
+            "| target | pages | rounds | system RAM us/page | VRAM, P2P alias us/page \
+             | VRAM, migration us/page | alias / RAM | migration / alias |\n\
+             |---|---|---:|---:|---:|---:|---:|---:|\n",
+        );
+        let mut seen = Vec::new();
+        for f in &self.fault {
+            let key = (f.cell.size, f.cell.pages);
+            if seen.contains(&key) {
+                continue;
+            }
+            seen.push(key);
+            let cell = |placement| {
+                let r = self.fault_rounds(key.0, key.1, placement);
+                let range = r.iter().copied().fold(None, |acc: Option<(f64, f64)>, x| {
+                    Some(acc.map_or((x, x), |(lo, hi)| (lo.min(x), hi.max(x))))
+                });
+                (median(&r), r.len(), range)
+            };
+            let text = |(m, _, range): (Option<f64>, usize, Option<(f64, f64)>)| match (m, range) {
+                (Some(m), Some((lo, hi))) => format!("{m:.2} ({lo:.2}-{hi:.2})"),
+                _ => "-".to_owned(),
+            };
+            let (ram, alias, migrate) = (
+                cell(Placement::Ram),
+                cell(Placement::Alias),
+                cell(Placement::Migrate),
+            );
+            let rounds = ram.1.max(alias.1).max(migrate.1);
+            let ar = ratio(alias.0.unwrap_or(f64::NAN), ram.0.unwrap_or(0.0));
+            let ma = ratio(migrate.0.unwrap_or(f64::NAN), alias.0.unwrap_or(0.0));
+            let _ = writeln!(
+                out,
+                "| {} | {} | {rounds} | {} | {} | {} | {ar} | {ma} |",
+                size_text(key.0),
+                key.1,
+                text(ram),
+                text(alias),
+                text(migrate),
+            );
+        }
+        out
     }
 
     fn pipeline_alias(&self, cell: &Cell) -> Option<&Pipeline> {
@@ -96,7 +206,7 @@ impl BenchReport {
              | in VRAM after | time / alias |\n\
              |---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         );
-        for f in &self.fault {
+        for f in self.fault.iter().filter(|f| f.round == 0) {
             let d = &f.delta;
             let vs = self
                 .fault_alias(&f.cell)
@@ -238,8 +348,12 @@ impl BenchReport {
                  256 KiB per SGE) runs the NIC's page faults without the packet path. \
                  *kernel us/fault* is rvram's own accounting (`fault_ns / cpu_faults`) of \
                  serving one fault by migration. An RDMA READ of the whole target then \
-                 checks every byte.\n\n{}",
-                self.fault_table()
+                 checks every byte. The first round of each target:\n\n{}\n\
+                 Every round, each on a fresh target and MR, the placements in reverse \
+                 order every other round: the median us/page (lowest-highest), and the \
+                 ratios of the medians.\n\n{}",
+                self.fault_table(),
+                self.fault_median_table()
             );
         }
         if !self.pipeline.is_empty() {
@@ -392,6 +506,68 @@ mod tests {
         }
         let empty = BenchReport::default().markdown();
         assert!(!empty.contains("## "), "{empty}");
+    }
+
+    #[test]
+    fn fault_rounds_give_medians() {
+        let mut r = report();
+        let first = r.fault.clone();
+        // Rounds 1 and 2 take twice and three times as long: the medians
+        // are round 1's.
+        for (round, scale) in [(1, 2), (2, 3)] {
+            for f in &first {
+                r.fault.push(FaultPath {
+                    round,
+                    elapsed: f.elapsed * scale,
+                    ..f.clone()
+                });
+            }
+        }
+        let m = r.fault_medians(MIB4, Pages::Small);
+        let get = |name: &str| {
+            m.iter()
+                .find(|x| x.name == name)
+                .map(|x| x.value)
+                .unwrap_or_else(|| panic!("no {name} in {m:?}"))
+        };
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9 * b.abs().max(1.0);
+        let ram = first[0].us_per_page();
+        let alias = first[1].us_per_page();
+        let migrate = first[2].us_per_page();
+        assert!(close(get("fault_4M_4k_ram_us_per_page_median"), 2.0 * ram));
+        assert!(close(
+            get("fault_4M_4k_alias_us_per_page_median"),
+            2.0 * alias
+        ));
+        assert_eq!(get("fault_4M_4k_migrate_rounds"), 3.0);
+        assert!(close(get("fault_4M_4k_alias_over_ram"), alias / ram));
+        assert!(close(
+            get("fault_4M_4k_migrate_over_alias"),
+            migrate / alias
+        ));
+        // The first-round table keeps a row per placement; the medians
+        // table has a row per target, with the range of the rounds.
+        assert_eq!(r.fault_table().lines().count(), 2 + 3);
+        let t = r.fault_median_table();
+        assert_eq!(t.lines().count(), 2 + 1, "{t}");
+        assert!(
+            t.contains(&format!(
+                "| 4 MiB | 4k | 3 | {:.2} ({:.2}-{:.2}) |",
+                2.0 * ram,
+                ram,
+                3.0 * ram
+            )),
+            "{t}"
+        );
+        // Later rounds' values carry their round; the medians are there.
+        let lines = r.lines();
+        assert!(lines
+            .iter()
+            .any(|l| l.starts_with("bench fault_4M_4k_alias_us_per_page_r2 ")));
+        assert!(lines
+            .iter()
+            .any(|l| l.starts_with("bench fault_4M_4k_alias_us_per_page_median ")));
+        assert!(r.markdown().contains(&t));
     }
 
     #[test]

@@ -194,6 +194,8 @@ fn bench_options() {
             "--bench-pages=thp",
             "--bench-reps",
             "0",
+            "--bench-rounds",
+            "3",
             "--peer",
             "/dev/rvram1"
         ]),
@@ -201,6 +203,7 @@ fn bench_options() {
             sizes: vec![512 << 10, 4 << 20, 64 << 20],
             pages: vec![Pages::Huge],
             reps: 0,
+            rounds: 3,
             peer: Some("/dev/rvram1".into()),
             ..Bench::default()
         })
@@ -288,6 +291,7 @@ fn errors() {
         &["--vram", "/dev/rvram0", "--bench-pages", "2m"],
         &["--vram", "/dev/rvram0", "--bench-pages", ""],
         &["--vram", "/dev/rvram0", "--bench-reps", "-1"],
+        &["--vram", "/dev/rvram0", "--bench-rounds", "0"],
         &["--vram", "/dev/rvram0", "--bench", "--peer="],
     ] {
         assert!(
