@@ -550,6 +550,8 @@ struct Chunk {
 ///   `in_use`, `partial` and `idle` have no other bits set.
 /// - `allocated` is the sum of `used`, `reserved` the number of pages in
 ///   [`Reservation`]s.
+/// - No bit of `partial` below `partial_from` is set, nor of `idle` below
+///   `idle_from`.
 struct Pages {
     chunks: KVec<Chunk>,
     /// One bit per page: set while the page is in a folio.
@@ -560,6 +562,12 @@ struct Pages {
     partial: BitmapVec,
     /// One bit per chunk: held but free.
     idle: BitmapVec,
+    /// Where searches of `partial` and `idle` start. The buddy allocator
+    /// hands out its highest free block first, so the chunks in use sit
+    /// at the top of a large pagemap: a search from chunk 0 would cost a
+    /// bit per chunk of the whole pagemap on every allocation.
+    partial_from: usize,
+    idle_from: usize,
     allocated: usize,
     reserved: usize,
 }
@@ -586,22 +594,62 @@ impl Pages {
             in_use: BitmapVec::new(nr_chunks, GFP_KERNEL)?,
             partial: BitmapVec::new(nr_chunks, GFP_KERNEL)?,
             idle: BitmapVec::new(nr_chunks, GFP_KERNEL)?,
+            partial_from: nr_chunks,
+            idle_from: nr_chunks,
             allocated: 0,
             reserved: 0,
         })
     }
 
-    /// Takes an idle chunk.
+    /// The first bit set in `bits` at or after `from`, which may be past
+    /// the end.
+    fn next_set(bits: &BitmapVec, from: usize) -> Option<usize> {
+        if from < bits.len() {
+            bits.next_bit(from)
+        } else {
+            None
+        }
+    }
+
+    /// Takes the lowest idle chunk.
     fn take_idle(&mut self) -> Option<usize> {
-        let c = self.idle.next_bit(0)?;
+        let Some(c) = Self::next_set(&self.idle, self.idle_from) else {
+            // INVARIANT: No bit of `idle` is set from `idle_from` on.
+            self.idle_from = self.idle.len();
+            return None;
+        };
+        // INVARIANT: None below `c` was set; `c` is cleared.
+        self.idle_from = c;
         self.idle.clear_bit(c);
         Some(c)
+    }
+
+    /// Marks chunk `c` idle.
+    fn set_idle(&mut self, c: usize) {
+        self.idle.set_bit(c);
+        // INVARIANT: `idle_from` stays at or below every set bit.
+        self.idle_from = self.idle_from.min(c);
+    }
+
+    /// Marks chunk `c` partly used.
+    fn set_partial(&mut self, c: usize) {
+        self.partial.set_bit(c);
+        // INVARIANT: `partial_from` stays at or below every set bit.
+        self.partial_from = self.partial_from.min(c);
+    }
+
+    /// The lowest partly used chunk.
+    fn lowest_partial(&mut self) -> Option<usize> {
+        let found = Self::next_set(&self.partial, self.partial_from);
+        // INVARIANT: No bit below the one found (or none at all) is set.
+        self.partial_from = found.unwrap_or(self.partial.len());
+        found
     }
 
     /// Allocates a single page: the lowest free page of the lowest partly
     /// used chunk, else the first page of an idle chunk.
     fn take_page(&mut self) -> Option<usize> {
-        let c = match self.partial.next_bit(0) {
+        let c = match self.lowest_partial() {
             Some(c) => c,
             None => self.take_idle()?,
         };
@@ -612,7 +660,7 @@ impl Pages {
         chunk.used += 1;
         self.in_use.set_bit(c);
         if chunk.used < CHUNK_PAGES {
-            self.partial.set_bit(c);
+            self.set_partial(c);
         } else {
             self.partial.clear_bit(c);
         }
@@ -658,7 +706,7 @@ impl Pages {
         // INVARIANT: The chunk is held and idle; as no folio used its pages,
         // none of its bits is set.
         self.chunks[c] = Chunk { block, used: 0 };
-        self.idle.set_bit(c);
+        self.set_idle(c);
     }
 
     /// Frees the folio of `order` at `index`, allocated from this.
@@ -670,7 +718,7 @@ impl Pages {
             chunk.used -= 1;
             self.allocated -= 1;
             if chunk.used > 0 {
-                self.partial.set_bit(c);
+                self.set_partial(c);
                 return;
             }
             self.partial.clear_bit(c);
@@ -683,7 +731,7 @@ impl Pages {
         }
         // INVARIANT: No page of the chunk is used any more.
         self.in_use.clear_bit(c);
-        self.idle.set_bit(c);
+        self.set_idle(c);
     }
 
     /// The first page in a folio at or after `start`: found through the
@@ -1872,7 +1920,7 @@ mod tests {
         // in the folio's remains.
         let mut p = Pages::new(CHUNK_PAGES)?;
         // The one chunk, idle (its buddy block does not matter here).
-        p.idle.set_bit(0);
+        p.set_idle(0);
         assert_eq!(p.take(MAX_FOLIO_ORDER), Some(0));
         p.free(3, 0);
         p.free(1, 0);
@@ -1918,6 +1966,31 @@ mod tests {
         }
         v.clear();
         assert_eq!(pm.nr_used(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn searches_start_at_the_lowest_chunk_held() -> Result {
+        // Chunks held at the top of a large pagemap, as the buddy
+        // allocator hands them out, are found from where the lowest is,
+        // and a lower one held later is found first.
+        let mut p = Pages::new(64 * CHUNK_PAGES)?;
+        assert_eq!(p.take(0), None);
+        assert_eq!((p.partial_from, p.idle_from), (64, 64));
+        p.set_idle(63);
+        p.set_idle(40);
+        assert_eq!(p.idle_from, 40);
+        assert_eq!(p.take(0), Some(40 * CHUNK_PAGES));
+        assert_eq!(p.partial_from, 40);
+        assert_eq!(p.take(MAX_FOLIO_ORDER), Some(63 * CHUNK_PAGES));
+        assert_eq!(p.take(MAX_FOLIO_ORDER), None);
+        assert_eq!(p.idle_from, 64);
+        p.free(40 * CHUNK_PAGES, 0);
+        assert_eq!(p.idle_from, 40);
+        assert_eq!(p.take(0), Some(40 * CHUNK_PAGES));
+        p.set_idle(5);
+        assert_eq!(p.take(MAX_FOLIO_ORDER), Some(5 * CHUNK_PAGES));
+        assert_eq!(p.take(0), Some(40 * CHUNK_PAGES + 1));
         Ok(())
     }
 
