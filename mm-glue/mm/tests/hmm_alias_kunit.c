@@ -93,6 +93,7 @@ static int apm_dma_alias(struct folio *folio, unsigned long *pfn,
 	struct alias_pagemap *p = to_apm(&folio->page);
 
 	atomic_inc(&p->alias_calls);
+	*nr = folio_nr_pages(folio);
 	return p->alias_ret;
 }
 
