@@ -23,6 +23,7 @@ use crate::{
     pages::PrivatePages,
 };
 use kernel::{
+    alloc::kvec::PushError,
     mm::pagemap::{
         Pagemap,
         Reservation,
@@ -185,12 +186,19 @@ impl ScaleBench {
             Fill::Percent(pct) => blocks * pct / 100,
             Fill::Fragmented => blocks,
         };
-        // Room for every block first: a push that failed would drop, and
-        // so leak, a reservation.
+        // Room for every block first, so that no reservation is dropped
+        // (and so leaked) for want of memory to keep it.
         let mut held = KVVec::with_capacity(want, GFP_KERNEL)?;
+        let mut kept =
+            KVVec::with_capacity(if how == Fill::Fragmented { want } else { 0 }, GFP_KERNEL)?;
         while held.len() < want {
             match pm.reserve(BLOCK_PAGES) {
-                Ok(r) => held.push(r, GFP_KERNEL)?,
+                Ok(r) => {
+                    if let Err(PushError(r)) = held.push_within_capacity(r) {
+                        pm.unreserve(r);
+                        break;
+                    }
+                }
                 Err(e) if e == ENOMEM && how == Fill::Fragmented => break,
                 Err(e) => {
                     release(pm, &mut held);
@@ -199,10 +207,11 @@ impl ScaleBench {
             }
         }
         if how == Fill::Fragmented {
-            let mut kept = KVVec::with_capacity(held.len(), GFP_KERNEL)?;
             while let Some(r) = held.pop() {
                 if (r.index() / BLOCK_PAGES) % 2 == 0 {
-                    kept.push(r, GFP_KERNEL)?;
+                    if let Err(PushError(r)) = kept.push_within_capacity(r) {
+                        pm.unreserve(r);
+                    }
                 } else {
                     pm.unreserve(r);
                 }

@@ -47,7 +47,7 @@ alloc() {
 free_blocks() {
 	local blocks=$((mib[$1] / 2))
 	case $2 in
-	frag) echo $((blocks - blocks / 2)) ;;
+	frag) echo $((blocks - (blocks + 1) / 2)) ;;
 	*) echo $((blocks - blocks * $2 / 100)) ;;
 	esac
 }
@@ -79,7 +79,8 @@ for level in "${levels[@]}"; do
 		fi
 		read -r _ held _ < "$DBG/rvram$g/fill"
 		case $level in
-		frag) want=$((blocks / 2)) ;;
+		# frag keeps the blocks of even index.
+		frag) want=$(((blocks + 1) / 2)) ;;
 		*) want=$((blocks * level / 100)) ;;
 		esac
 		[ "$held" = "$want" ] || {
