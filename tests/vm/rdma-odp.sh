@@ -58,10 +58,11 @@ alias | migrate | coherent)
 	if [ "$mode" = alias ]; then
 		# One cell of the benchmark, all three placements (it sets the
 		# switches itself and restores them): the NIC's fault path by ODP
-		# prefetch and the NIC-then-GPU pipeline, counters asserted; one
-		# bandwidth repetition. The migrate run adds nothing to it.
+		# prefetch in three rounds and the NIC-then-GPU pipeline, counters
+		# asserted; one bandwidth repetition. The migrate run adds nothing
+		# to it.
 		bench=(--bench --bench-sizes 4M --bench-pages 4k --bench-reps 1
-			--bench-out "$RVRAM_RESULTS/bench-alias.md")
+			--bench-rounds 3 --bench-out "$RVRAM_RESULTS/bench-alias.md")
 	fi
 	"$bin" "${args[@]}" --size 512K --vram /dev/rvram0 --expect "$mode" \
 		"${bench[@]}" || rc=$?
