@@ -1811,7 +1811,7 @@ mod tests {
         let ret =
             unsafe { ((*(*pm.raw()).ops).dma_alias.ok_or(-1)?)(folio.as_raw(), &mut pfn, &mut nr) };
         if ret == 0 {
-            Ok((pfn as usize, nr as usize))
+            Ok((pfn, nr))
         } else {
             Err(ret)
         }
