@@ -59,6 +59,49 @@ tap_check "unbind gives back the memory the bind took (took $spent MiB, gave bac
 	test $(((before - back) / 1024)) -lt 16
 tap_check "bind again" rvram_bind "$gpu"
 
+# The scale benchmark's debugfs files (make bench times them on the
+# non-debug kernel; here they run under KASAN and lockdep): fills and
+# allocation runs do what they say, bad input gets EINVAL, and a fill
+# held at unbind is given back.
+D=$DBG/rvram0
+blocks=$((mb / 2))
+# write_err FILE TEXT: "ok", or the error a write of TEXT gets.
+write_err() {
+	local out
+	if out=$( (printf '%s' "$2" > "$1") 2>&1); then
+		echo ok
+	else
+		case $out in
+		*"Invalid argument"*) echo EINVAL ;;
+		*"No space left"*) echo ENOSPC ;;
+		*) echo "$out" ;;
+		esac
+	fi
+}
+resident() { awk '$1 == "pages_resident" { print $2 }' "$D/stats"; }
+tap_eq "fill 50: half the 2 MiB blocks held" "blocks $((blocks / 2)) pages $((blocks / 2 * 512)) of $pages" \
+	"$(echo 50 > "$D/fill" && cat "$D/fill")"
+tap_eq "alloc_bench 0 512 at 50%: 512 single pages allocated and timed" "order 0 asked 512 allocated 512" \
+	"$(echo "0 512" > "$D/alloc_bench" && cut -d' ' -f1-6 "$D/alloc_bench")"
+tap_eq "alloc_bench 9 4 at 50%: 4 folios of 2 MiB" "order 9 asked 4 allocated 4" \
+	"$(echo "9 4" > "$D/alloc_bench" && cut -d' ' -f1-6 "$D/alloc_bench")"
+tap_eq "the allocation runs freed what they allocated" 0 "$(resident)"
+tap_eq "fill frag: every other block held" "blocks $(((blocks + 1) / 2))" \
+	"$(echo frag > "$D/fill" && cut -d' ' -f1-2 "$D/fill")"
+tap_eq "fill 0: nothing held" "blocks 0 pages 0 of $pages" "$(echo 0 > "$D/fill" && cat "$D/fill")"
+for bad in 100 -1 abc "5 5" 0123456789012345678901234567890123456789; do
+	tap_eq "fill '$bad': EINVAL" EINVAL "$(write_err "$D/fill" "$bad")"
+done
+for bad in "1 5" "0 0" "0 65537" "0" "0 1 2" "9 99999999999999999999" "x 1"; do
+	tap_eq "alloc_bench '$bad': EINVAL" EINVAL "$(write_err "$D/alloc_bench" "$bad")"
+done
+tap_eq "fill 99 before an unbind" ok "$(write_err "$D/fill" 99)"
+seen=$(dmesg | wc -l)
+tap_check "unbind with 99% of VRAM held by fill" rvram_unbind "$gpu"
+tap_check "bind again" rvram_bind "$gpu"
+tap_eq "the fill went with the binding" "blocks 0 pages 0 of $pages" "$(cat "$D/fill")"
+tap_eq "no reservation leaked" 0 "$(dmesg | tail -n +$((seen + 1)) | grep -c 'leaked')"
+
 # The same bind and unbind at each VRAM size of the topology, side by
 # side: three rounds in alternating order, medians reported. Both scale
 # with the struct pages they create and free (memremap_pages() and
