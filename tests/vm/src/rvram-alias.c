@@ -236,7 +236,10 @@ static void alias_allowed(unsigned char *bounce)
 	report("alias read", a, b);
 	check(mismatches(bounce, 1) == 0, "alias: every byte read through the alias is right");
 	check(b.to_ram == a.to_ram, "alias: no page migrated to RAM");
-	/* One grant per page table entry: a page, or a PMD-mapped folio. */
+	/*
+	 * One grant per lookup: per PMD-mapped folio, or per page table of
+	 * each fault chunk for pages mapped by PTEs.
+	 */
 	check(b.grants - a.grants >= 2 && b.grants - a.grants <= NPAGES,
 	      "alias: rvram%d granted aliases (%lld)", owner, b.grants - a.grants);
 	check(b.accesses - a.accesses == NPAGES, "alias: rvram%d accessed %lu pages through aliases", near, NPAGES);
