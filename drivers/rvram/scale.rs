@@ -9,10 +9,12 @@
 //! 2 MiB block that is free, then every other one of them given back, so
 //! that free VRAM is all in separate 2 MiB holes. It replaces the previous
 //! fill and reads back as `blocks B pages P of N`. `alloc_bench` accepts
-//! `ORDER COUNT`: it allocates up to `COUNT` folios of `ORDER` (0 or 9) one
-//! after the other, each timed, holding them all, then frees them. It reads
-//! back as `order O asked C allocated A p50_ns X p99_ns Y max_ns Z`, or
-//! `none` before the first run. Both files belong to the benchmark
+//! `ORDER COUNT [ROUNDS]`: in each of `ROUNDS` rounds (default 1), it
+//! allocates up to `COUNT` folios of `ORDER` (0 or 9) one after the other,
+//! each timed, holding them all, then frees them. It reads back as
+//! `order O asked C allocated A p50_ns X p99_ns Y max_ns Z rounds R`, over
+//! the `A` allocations of all rounds, or `none` before the first run. Both
+//! files belong to the benchmark
 //! (`make bench`): they only exist for the root-owned debugfs tree.
 
 use crate::{
@@ -44,7 +46,7 @@ use kernel::{
 
 /// Pages of a 2 MiB block, the unit of `fill`.
 const BLOCK_PAGES: usize = 1 << MAX_FOLIO_ORDER;
-/// The most allocations that one `alloc_bench` run times.
+/// The most allocations that one `alloc_bench` run times, in all rounds.
 const MAX_ALLOCS: usize = 1 << 16;
 /// The longest line either file accepts.
 const MAX_INPUT: usize = 32;
@@ -54,6 +56,7 @@ const MAX_INPUT: usize = 32;
 struct Latency {
     order: u32,
     asked: usize,
+    rounds: usize,
     allocated: usize,
     p50: u64,
     p99: u64,
@@ -224,32 +227,36 @@ impl ScaleBench {
     }
 
     /// Times up to `asked` allocations of folios of `order`, held until
-    /// the last, then freed.
-    fn alloc_bench(&self, order: u32, asked: usize) -> Result {
-        if asked == 0 || asked > MAX_ALLOCS {
-            return Err(EINVAL);
-        }
+    /// the last, then freed, in each of `rounds` rounds.
+    fn alloc_bench(&self, order: u32, asked: usize, rounds: usize) -> Result {
+        let samples = match asked.checked_mul(rounds) {
+            Some(n) if n > 0 && n <= MAX_ALLOCS => n,
+            _ => return Err(EINVAL),
+        };
         let _bound = self.gpu.hold_bound()?;
         let pm = self.pagemap()?;
         let mut state = self.state.lock();
-        let mut ns = KVVec::with_capacity(asked, GFP_KERNEL)?;
+        let mut ns = KVVec::with_capacity(samples, GFP_KERNEL)?;
         let mut folios = KVVec::with_capacity(asked, GFP_KERNEL)?;
-        while folios.len() < asked {
-            let start = Instant::<Monotonic>::now();
-            let folio = match pm.alloc_folio(order) {
-                Ok(f) => f,
-                Err(e) if e == ENOMEM => break,
-                Err(e) => return Err(e),
-            };
-            let took = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            folios.push(folio, GFP_KERNEL)?;
-            ns.push(took, GFP_KERNEL)?;
+        for _ in 0..rounds {
+            while folios.len() < asked {
+                let start = Instant::<Monotonic>::now();
+                let folio = match pm.alloc_folio(order) {
+                    Ok(f) => f,
+                    Err(e) if e == ENOMEM => break,
+                    Err(e) => return Err(e),
+                };
+                let took = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                folios.push(folio, GFP_KERNEL)?;
+                ns.push(took, GFP_KERNEL)?;
+            }
+            folios.clear();
         }
-        drop(folios);
         sort(&mut ns);
         state.last = Some(Latency {
             order,
             asked,
+            rounds,
             allocated: ns.len(),
             p50: percentile(&ns, 50),
             p99: percentile(&ns, 99),
@@ -298,28 +305,32 @@ pub(crate) fn show_alloc_bench(
         None => writeln!(f, "none"),
         Some(l) => writeln!(
             f,
-            "order {} asked {} allocated {} p50_ns {} p99_ns {} max_ns {}",
-            l.order, l.asked, l.allocated, l.p50, l.p99, l.max
+            "order {} asked {} allocated {} p50_ns {} p99_ns {} max_ns {} rounds {}",
+            l.order, l.asked, l.allocated, l.p50, l.p99, l.max, l.rounds
         ),
     }
 }
 
-/// Runs an allocation benchmark: `ORDER COUNT`, with ORDER 0 or 9 and
-/// COUNT from 1 to 65536; `EINVAL` otherwise.
+/// Runs an allocation benchmark: `ORDER COUNT [ROUNDS]`, with ORDER 0 or 9,
+/// COUNT and ROUNDS from 1, and COUNT times ROUNDS at most 65536; `EINVAL`
+/// otherwise.
 pub(crate) fn store_alloc_bench(bench: &Arc<ScaleBench>, reader: &mut UserSliceReader) -> Result {
     let mut buf = [0u8; MAX_INPUT];
     let n = read_words(reader, &mut buf)?;
     let text = core::str::from_utf8(&buf[..n]).map_err(|_| EINVAL)?;
     let mut words = text.split_ascii_whitespace();
-    let (Some(order), Some(count), None) = (words.next(), words.next(), words.next()) else {
+    let (Some(order), Some(count), rounds, None) =
+        (words.next(), words.next(), words.next(), words.next())
+    else {
         return Err(EINVAL);
     };
     let order = order.parse::<u32>().map_err(|_| EINVAL)?;
     let count = count.parse::<usize>().map_err(|_| EINVAL)?;
+    let rounds = rounds.map_or(Ok(1), |r| r.parse::<usize>().map_err(|_| EINVAL))?;
     if order != 0 && order != MAX_FOLIO_ORDER {
         return Err(EINVAL);
     }
-    bench.alloc_bench(order, count)
+    bench.alloc_bench(order, count, rounds)
 }
 
 #[kunit_tests(rvram_scale)]

@@ -85,6 +85,9 @@ tap_eq "alloc_bench 0 512 at 50%: 512 single pages allocated and timed" "order 0
 	"$(echo "0 512" > "$D/alloc_bench" && cut -d' ' -f1-6 "$D/alloc_bench")"
 tap_eq "alloc_bench 9 4 at 50%: 4 folios of 2 MiB" "order 9 asked 4 allocated 4" \
 	"$(echo "9 4" > "$D/alloc_bench" && cut -d' ' -f1-6 "$D/alloc_bench")"
+tap_eq "alloc_bench 9 4 3 at 50%: 3 rounds of 4 folios of 2 MiB, 12 timed" \
+	"order 9 asked 4 allocated 12 rounds 3" \
+	"$(echo "9 4 3" > "$D/alloc_bench" && cut -d' ' -f1-6,13-14 "$D/alloc_bench")"
 tap_eq "the allocation runs freed what they allocated" 0 "$(resident)"
 tap_eq "fill frag: every other block held" "blocks $(((blocks + 1) / 2))" \
 	"$(echo frag > "$D/fill" && cut -d' ' -f1-2 "$D/fill")"
@@ -92,7 +95,8 @@ tap_eq "fill 0: nothing held" "blocks 0 pages 0 of $pages" "$(echo 0 > "$D/fill"
 for bad in 100 -1 abc "5 5" 0123456789012345678901234567890123456789; do
 	tap_eq "fill '$bad': EINVAL" EINVAL "$(write_err "$D/fill" "$bad")"
 done
-for bad in "1 5" "0 0" "0 65537" "0" "0 1 2" "9 99999999999999999999" "x 1"; do
+for bad in "1 5" "0 0" "0 65537" "0" "0 1 2 3" "0 1 0" "0 4096 17" "0 2 9223372036854775807" \
+	"9 99999999999999999999" "x 1" "0 1 x"; do
 	tap_eq "alloc_bench '$bad': EINVAL" EINVAL "$(write_err "$D/alloc_bench" "$bad")"
 done
 tap_eq "fill 99 before an unbind" ok "$(write_err "$D/fill" 99)"

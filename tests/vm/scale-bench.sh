@@ -37,10 +37,11 @@ gpus=(0 1)
 # The order of the two GPUs in step N: alternating.
 order() { if [ $(($1 % 2)) -eq 0 ]; then echo 0 1; else echo 1 0; fi; }
 
-# alloc ORDER COUNT GPU: one alloc_bench run; prints "ALLOCATED P50 P99".
+# alloc ORDER COUNT ROUNDS GPU: one alloc_bench run; prints
+# "ALLOCATED P50 P99" over the allocations of all rounds.
 alloc() {
-	echo "$1 $2" > "$DBG/rvram$3/alloc_bench" || return 1
-	awk '{ print $6, $8, $10 }' "$DBG/rvram$3/alloc_bench"
+	echo "$1 $2 $3" > "$DBG/rvram$4/alloc_bench" || return 1
+	awk '{ print $6, $8, $10 }' "$DBG/rvram$4/alloc_bench"
 }
 
 # free_blocks GPU LEVEL: the 2 MiB blocks left free at LEVEL.
@@ -60,18 +61,20 @@ step=0
 fails=0
 # Warm-up, not measured: the emulator translates the code paths once.
 for g in "${gpus[@]}"; do
-	alloc 0 1024 "$g" > /dev/null || fails=$((fails + 1))
-	alloc 9 16 "$g" > /dev/null || fails=$((fails + 1))
+	alloc 0 1024 1 "$g" > /dev/null || fails=$((fails + 1))
+	alloc 9 16 1 "$g" > /dev/null || fails=$((fails + 1))
 done
 "$RVRAM_GUEST_BIN/hmm-bench" /dev/rvram0,/dev/rvram1 4 1 > /dev/null || fails=$((fails + 1))
+runs=7
 for level in "${levels[@]}"; do
 	# The same number of allocations on both GPUs: what the fuller one
-	# has room for, at most 4096 pages and 256 folios of 2 MiB.
+	# has room for, at most 4096 pages and 256 folios of 2 MiB per round,
+	# in as many rounds as give 16384 and 2048 timed allocations.
 	room=$(min "$(free_blocks 0 "$level")" "$(free_blocks 1 "$level")")
 	small=$(min $((room * 512)) 4096)
 	huge=$(min "$room" 256)
+	small_rounds=$((16384 / small)) huge_rounds=$((2048 / huge))
 	for g in $(order $step); do
-		step=$((step + 1))
 		blocks=$((mib[$g] / 2))
 		if ! echo "$level" > "$DBG/rvram$g/fill"; then
 			fails=$((fails + 1))
@@ -87,22 +90,34 @@ for level in "${levels[@]}"; do
 			echo "# rvram$g fill $level: holds $held blocks, want $want"
 			fails=$((fails + 1))
 		}
-		# Five runs of each; the medians of their p50 and p99.
-		p50s=() p99s=() h50s=() h99s=()
-		for _ in 1 2 3 4 5; do
-			read -r got p50 p99 < <(alloc 0 "$small" "$g") || fails=$((fails + 1))
-			[ "${got:-0}" = "$small" ] || fails=$((fails + 1))
-			p50s+=("${p50:-0}") p99s+=("${p99:-0}")
-			read -r got p50 p99 < <(alloc 9 "$huge" "$g") || fails=$((fails + 1))
-			[ "${got:-0}" = "$huge" ] || fails=$((fails + 1))
-			h50s+=("${p50:-0}") h99s+=("${p99:-0}")
+	done
+	# Seven runs, the GPUs in alternating order; the medians of the
+	# runs' p50 and p99.
+	declare -A p50s=() p99s=() h50s=() h99s=()
+	for _ in $(seq $runs); do
+		for g in $(order $step); do
+			read -r got p50 p99 < <(alloc 0 "$small" "$small_rounds" "$g") ||
+				fails=$((fails + 1))
+			[ "${got:-0}" = $((small * small_rounds)) ] || fails=$((fails + 1))
+			p50s[$g]+="${p50:-0} " p99s[$g]+="${p99:-0} "
+			read -r got p50 p99 < <(alloc 9 "$huge" "$huge_rounds" "$g") ||
+				fails=$((fails + 1))
+			[ "${got:-0}" = $((huge * huge_rounds)) ] || fails=$((fails + 1))
+			h50s[$g]+="${p50:-0} " h99s[$g]+="${p99:-0} "
 		done
-		row[$g,$level]="$(median "${p50s[@]}") $(median "${p99s[@]}") $small $(median "${h50s[@]}") $(median "${h99s[@]}") $huge"
+		step=$((step + 1))
+	done
+	for g in "${gpus[@]}"; do
+		# shellcheck disable=SC2086 # lists of numbers
+		row[$g,$level]="$(median ${p50s[$g]}) $(median ${p99s[$g]}) $((small * small_rounds))"
+		# shellcheck disable=SC2086
+		row[$g,$level]+=" $(median ${h50s[$g]}) $(median ${h99s[$g]}) $((huge * huge_rounds))"
+		row[$g,$level,p99s]="${p99s[$g]}/ ${h99s[$g]}"
 	done
 	# Migration throughput, 4 MiB of 4 KiB pages and of THPs, both GPUs
-	# taking turns, five round trips each: "MODE MIB S2D1 D2S1 S2D2 D2S2 ...".
+	# taking turns, nine round trips each: "MODE MIB S2D1 D2S1 S2D2 D2S2 ...".
 	for mode in 4k thp; do
-		line=$("$RVRAM_GUEST_BIN/hmm-bench" /dev/rvram0,/dev/rvram1 4 5 "$mode") ||
+		line=$("$RVRAM_GUEST_BIN/hmm-bench" /dev/rvram0,/dev/rvram1 4 9 "$mode") ||
 			fails=$((fails + 1))
 		row[mig,$mode,$level]=$line
 	done
@@ -161,9 +176,11 @@ tap_eq "three rounds of unbind, empty and 99 % full, and bind again" 0 "$fails"
 	echo "## Allocation latency, by fill"
 	echo
 	echo "VRAM taken by \`fill\` (2 MiB reservations, nothing written);" \
-		"\`alloc_bench\` allocates N folios one after the other, holding them," \
-		"then frees them; N is the same for both GPUs (what the fuller one has" \
-		"room for). Medians of five runs of the run's p50 and p99, in ns, after" \
+		"\`alloc_bench\` allocates folios one after the other, holding them," \
+		"then frees them, in rounds; N is the allocations timed in one run, in" \
+		"all its rounds, the same for both GPUs (per round, what the fuller one" \
+		"has room for, at most 4096 pages or 256 folios). Medians of $runs runs" \
+		"of the run's p50 and p99, in ns, the GPUs in alternating order, after" \
 		"a warm-up run."
 	echo
 	echo "| VRAM | fill | 4 KiB p50 | 4 KiB p99 | N | 2 MiB p50 | 2 MiB p99 | N |"
@@ -194,9 +211,17 @@ tap_eq "three rounds of unbind, empty and 99 % full, and bind again" 0 "$fails"
 				(b0 > 0 ? sprintf("%.2fx", b9 / b0) : "-"), (e0 > 0 ? sprintf("%.2fx", e9 / e0) : "-") }'
 	done
 	echo
+	echo "The p99 of each run, in ns (4 KiB / 2 MiB):"
+	echo
+	for level in "${levels[@]}"; do
+		for g in "${gpus[@]}"; do
+			echo "- ${mib[$g]} MiB, fill $level: ${row[$g,$level,p99s]:--}"
+		done
+	done
+	echo
 	echo "## Migration throughput, by fill"
 	echo
-	echo "hmm-bench: 4 MiB, five round trips, the GPUs taking turns; medians in ms" \
+	echo "hmm-bench: 4 MiB, nine round trips, the GPUs taking turns; medians in ms" \
 		"and MiB/s (to VRAM / to RAM)."
 	echo
 	echo "| fill | pages | ${mib[0]} MiB ms | ${mib[1]} MiB ms | ${mib[0]} MiB MiB/s | ${mib[1]} MiB MiB/s | ratio to VRAM | ratio to RAM |"
