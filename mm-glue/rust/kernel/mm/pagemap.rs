@@ -399,6 +399,7 @@ impl Header {
     /// # Safety
     ///
     /// `pgmap` must be the `pgmap` of a live `Header`.
+    #[inline]
     unsafe fn of_pgmap(pgmap: *const bindings::dev_pagemap) -> *const Header {
         // SAFETY: `pgmap` is the first field of a `Header` (safety requirement).
         unsafe {
@@ -491,6 +492,7 @@ impl Header {
         })
     }
 
+    #[inline]
     fn range(&self) -> Range<u64> {
         // SAFETY: The range is immutable while registered (type invariant).
         let r = unsafe { *(*self.pgmap.get()).__bindgen_anon_1.range.as_ref() };
@@ -1237,6 +1239,7 @@ impl<T: PagemapOps> Pagemap<T> {
     }
 
     /// The driver data.
+    #[inline]
     pub fn data(&self) -> &T {
         &self.data
     }
@@ -1255,12 +1258,14 @@ impl<T: PagemapOps> Pagemap<T> {
     }
 
     /// The page frame numbers of this pagemap's pages.
+    #[inline]
     pub fn pfn_range(&self) -> Range<usize> {
         let start = (self.header.range().start >> crate::page::PAGE_SHIFT) as usize;
         start..start + self.nr
     }
 
     /// The number of pages.
+    #[inline]
     pub fn nr_pages(&self) -> usize {
         self.nr
     }
@@ -1516,34 +1521,45 @@ impl<T: PagemapOps> DeviceFolio<T> {
     }
 
     /// The raw `struct folio`.
+    #[inline]
     pub fn as_raw(&self) -> *mut bindings::folio {
         self.0.get()
     }
 
     /// The pagemap of this folio.
+    #[inline]
     pub fn pagemap(&self) -> &Pagemap<T> {
-        // SAFETY: By the type invariant the folio is ours and alive.
-        unsafe { Pagemap::of_page(self.as_raw().cast()) }.expect("a folio of a Pagemap<T>")
+        // SAFETY: The folio is alive (type invariant), and so its pagemap.
+        let pgmap = unsafe { bindings::page_pgmap(self.as_raw().cast()) };
+        // SAFETY: By the type invariant, `pgmap` is the one of the header of
+        // a `Pagemap<T>` that outlives `self`; the header is the first field
+        // of that `repr(C)` struct. No check as in `Pagemap::of_page()`: this
+        // is on the path of every alias lookup.
+        unsafe { &*Header::of_pgmap(pgmap).cast::<Pagemap<T>>() }
     }
 
     /// The pfn of the first page.
+    #[inline]
     pub fn pfn(&self) -> usize {
         // SAFETY: The folio is valid.
         unsafe { bindings::folio_pfn(self.as_raw()) as usize }
     }
 
     /// The index of the first page in its pagemap.
+    #[inline]
     pub fn index(&self) -> usize {
         self.pfn() - self.pagemap().pfn_range().start
     }
 
     /// The folio order (0 for a single page, [`MAX_FOLIO_ORDER`] for a PMD).
+    #[inline]
     pub fn order(&self) -> u32 {
         // SAFETY: The folio is valid.
         unsafe { bindings::folio_order(self.as_raw()) }
     }
 
     /// The number of pages.
+    #[inline]
     pub fn nr_pages(&self) -> usize {
         1 << self.order()
     }
