@@ -152,14 +152,16 @@ impl DevicePrivateOps for PrivatePages {
             // No alias now: the peer's fault migrates the page instead.
             return Err(EOPNOTSUPP);
         }
-        let pfn = vram::alias_pfn(data.p2p_pfn, pm.nr_pages(), folio.index(), folio.nr_pages())?;
+        let index = folio.index();
+        let pfn = vram::alias_pfn(data.p2p_pfn, pm.nr_pages(), index, folio.nr_pages())?;
         // One grant per lookup: HMM asks once per PMD, and once per page
         // table for the pages mapped by PTEs, since aliases are linear up
         // to the end of VRAM.
         data.books.stats.alias_grants.fetch_add(1, Relaxed);
         Ok(DmaAlias {
             pfn,
-            pages: pm.nr_pages() - folio.index(),
+            // `alias_pfn()` checked that the folio is in VRAM.
+            pages: pm.nr_pages() - index,
         })
     }
 
