@@ -32,3 +32,8 @@ __rust_helper struct page *rust_helper_folio_page(struct folio *folio,
 {
 	return folio_page(folio, n);
 }
+
+__rust_helper void rust_helper_folio_get(struct folio *folio)
+{
+	folio_get(folio);
+}

@@ -1064,6 +1064,75 @@ mod tests {
     }
 
     #[test]
+    fn eviction_leaves_a_folio_that_migrated_away() -> Result {
+        let pm = KBox::pin_init(Pagemap::new(PMD, None, Backing::new(PMD)), GFP_KERNEL)?;
+        let (addr, data) = user_pages(1, 0x3c)?;
+        assert_eq!(to_device(&pm, addr, 1)?, 1);
+        let task = crate::current!();
+        let mm = task.mm().ok_or(EINVAL)?;
+        let guard = mm.mmap_read_lock();
+        let vma = guard.vma_lookup(addr).ok_or(EFAULT)?;
+        let mut mig = MigrateVma::<Backing>::setup(
+            vma,
+            addr,
+            addr + PAGE_SIZE,
+            pm.owner(),
+            Select::DEVICE_PRIVATE,
+        )?;
+        let Source::Device { folio, .. } = mig.source(0) else {
+            return Err(EINVAL);
+        };
+        let (folio, index) = (folio.as_raw(), folio.index());
+        let mut new = NewSystemFolio::alloc(0)?;
+        let store = pm.data().store.lock();
+        new.with_page_mut(0, |dst| {
+            dst.copy_from_slice(&store[index * PAGE_SIZE..][..PAGE_SIZE])
+        })?;
+        drop(store);
+        mig.set_system(0, new)?;
+        let moved = mig.migrate();
+        // The data has moved; the folio is still locked. A reference
+        // taken now is the one another eviction's pfn walk takes, and
+        // still holds, when the migration unlocks the folio and drops its
+        // own: the migration's refcount check is behind it.
+        // SAFETY: The migration holds a reference until `moved` is
+        // dropped; this one keeps the folio until `folio_put()` below.
+        unsafe { bindings::folio_get(folio) };
+        let count = moved.count();
+        drop(moved);
+        drop(guard);
+        let used = pm.nr_used();
+        // Nothing maps the folio: an eviction must leave it to its last
+        // holder, which lets go while the eviction runs. Before
+        // "mm/migrate_device: do not collect device folios that nothing
+        // maps" the eviction collected it and, the holder gone, migrated
+        // it a second time: a stale copy, and a system page that no memcg
+        // was charged for (mem_cgroup_migrate() warns).
+        let ev = Eviction::collect(&pm, 0, pm.nr_pages());
+        // SAFETY: The reference taken above, dropped on every path: a
+        // folio left referenced would keep `pm`'s teardown waiting.
+        unsafe { bindings::folio_put(folio) };
+        let mut ev = ev?;
+        let mut collected = 0;
+        for i in 0..ev.len() {
+            let Some(order) = ev.source(i).map(|(f, _)| f.order()) else {
+                continue;
+            };
+            collected += 1;
+            ev.set_system(i, NewSystemFolio::alloc(order)?)?;
+        }
+        let evicted = ev.finish();
+        assert_eq!(count, 1);
+        assert_eq!(used, 1);
+        assert_eq!(collected, 0);
+        assert_eq!(evicted, 0);
+        assert_eq!(pm.nr_used(), 0);
+        assert!(read_user(addr, PAGE_SIZE)?[..] == data[..]);
+        assert_eq!(pm.data().faults.load(Relaxed), 0);
+        Ok(())
+    }
+
+    #[test]
     fn rejects_bad_ranges_and_destinations() -> Result {
         let pm = KBox::pin_init(Pagemap::new(PMD, None, Backing::new(PMD)), GFP_KERNEL)?;
         let (addr, _) = user_pages(2, 1)?;
