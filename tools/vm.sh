@@ -56,6 +56,8 @@ image=$kobj/arch/x86/boot/bzImage
 IFS=, read -r -a sizes <<< "$vram"
 qopts="-device pcie-root-port,id=rvram_rp,bus=pcie.0,chassis=40,slot=0"
 qopts+=" -device x3130-upstream,id=rvram_up,bus=rvram_rp -no-reboot"
+# Development: more QEMU options, e.g. "-s" for a gdb stub on port 1234.
+qopts+=" ${RVRAM_QEMU_OPTS:-}"
 expect_sizes=()
 for ((i = 0; i < gpus; i++)); do
 	mb=${sizes[$i]:-${sizes[-1]}}
@@ -110,7 +112,7 @@ fi
 
 # What the guest's suites read; RVRAM_RDMA_CORE is the rdma-core build
 # of tools/rdma-core.sh, for pyverbs-dmabuf (tools/check.sh sets it).
-env_str="RVRAM_TOP=$RVRAM_TOP RVRAM_KOBJ=$kobj RVRAM_HMM_TESTS=${RVRAM_HMM_TESTS:-$kobj/rvram-tests/hmm-tests} RVRAM_GUEST_BIN=$RVRAM_TOP/target/rvram-tests RVRAM_RDMA_CORE=${RVRAM_RDMA_CORE:-$RVRAM_CACHE/rdma-core/build} RVRAM_GPUS=$gpus RVRAM_FAR_GPUS=$far_gpus RVRAM_RACE_SEED=${RVRAM_RACE_SEED:-} RVRAM_RACE_RELEASE=${RVRAM_RACE_RELEASE:-} RVRAM_RACE_UNBIND_ROUNDS=${RVRAM_RACE_UNBIND_ROUNDS:-} RVRAM_STRESS_SEED=${RVRAM_STRESS_SEED:-} RVRAM_STRESS_SCALE=${RVRAM_STRESS_SCALE:-} RVRAM_STRESS_ONLY='${RVRAM_STRESS_ONLY:-}' RVRAM_SOAK_SECONDS=${RVRAM_SOAK_SECONDS:-} RVRAM_BENCH_SIZES=${RVRAM_BENCH_SIZES:-} RVRAM_VRAM_MB='${expect_sizes[*]}'"
+env_str="RVRAM_TOP=$RVRAM_TOP RVRAM_KOBJ=$kobj RVRAM_HMM_TESTS=${RVRAM_HMM_TESTS:-$kobj/rvram-tests/hmm-tests} RVRAM_GUEST_BIN=$RVRAM_TOP/target/rvram-tests RVRAM_RDMA_CORE=${RVRAM_RDMA_CORE:-$RVRAM_CACHE/rdma-core/build} RVRAM_GPUS=$gpus RVRAM_FAR_GPUS=$far_gpus RVRAM_RACE_SEED=${RVRAM_RACE_SEED:-} RVRAM_FUZZ_SEED=${RVRAM_FUZZ_SEED:-} RVRAM_FUZZ_SECONDS=${RVRAM_FUZZ_SECONDS:-} RVRAM_RACE_RELEASE=${RVRAM_RACE_RELEASE:-} RVRAM_RACE_UNBIND_ROUNDS=${RVRAM_RACE_UNBIND_ROUNDS:-} RVRAM_STRESS_SEED=${RVRAM_STRESS_SEED:-} RVRAM_STRESS_SCALE=${RVRAM_STRESS_SCALE:-} RVRAM_STRESS_ONLY='${RVRAM_STRESS_ONLY:-}' RVRAM_SOAK_SECONDS=${RVRAM_SOAK_SECONDS:-} RVRAM_BENCH_SIZES=${RVRAM_BENCH_SIZES:-} RVRAM_VRAM_MB='${expect_sizes[*]}'"
 log "booting $plan: $gpus GPU(s) + $far_gpus far (${expect_sizes[*]} MiB), ${accel[*]:-kvm}, timeout ${timeout_s}s"
 # no5lvl: TCG's CPU model offers LA57, so the guest would run with 5-level
 # paging. On x86, pgtable_l5_enabled() reads X86_FEATURE_LA57 from

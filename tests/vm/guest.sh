@@ -59,6 +59,10 @@ single)
 	# dmirror commands racing migrations of the same range (60 s), on
 	# the reference driver with the series' fixes, RELEASE included.
 	run_suite hmm-race-test_hmm "$T/hmm-race.sh" test_hmm 60
+	# The fuzz of the dmirror ioctls as a hostile user runs it (90 s):
+	# RELEASE of the same file racing its own migrations and CPU faults.
+	expect dmirror-fuzz-test_hmm
+	run_suite dmirror-fuzz-test_hmm "$T/dmirror-fuzz.sh" test_hmm "${RVRAM_FUZZ_SECONDS:-90}"
 	run_suite rvram-unbind "$T/rvram-unbind.sh"
 	# What one opener of /dev/rvram0 can do to the others and to the
 	# kernel: RELEASE, the file from another process, mmap(), the log.
@@ -102,6 +106,9 @@ dual)
 	run_suite rvram-stress "$T/rvram-stress.sh"
 	# The same race on rvram0, rvram1 reading the range through aliases.
 	run_suite hmm-race-rvram "$T/hmm-race.sh" rvram 60
+	# The same fuzz as on test_hmm in the single plan, on rvram0 (90 s).
+	expect dmirror-fuzz-rvram
+	run_suite dmirror-fuzz-rvram "$T/dmirror-fuzz.sh" rvram "${RVRAM_FUZZ_SECONDS:-90}"
 	;;
 alias)
 	# Two GPUs under the switch and one far GPU (tools/vm.sh --far-gpus 1),
@@ -167,6 +174,13 @@ soak)
 		[ "$(cat "$R/suites/rvram-stress-$round.rc")" = 0 ] || break
 		run_suite rdma-fuzz-$round "$T/rdma-fuzz.sh"
 		[ "$(cat "$R/suites/rdma-fuzz-$round.rc")" = 0 ] || break
+		# The dmirror fuzz, 10 minutes a round on each driver.
+		for provider in rvram test_hmm; do
+			expect dmirror-fuzz-$provider-$round
+			run_suite dmirror-fuzz-$provider-$round "$T/dmirror-fuzz.sh" "$provider" 600
+			[ "$(cat "$R/suites/dmirror-fuzz-$provider-$round.rc")" = 0 ] || break 2
+		done
+		unset RVRAM_FUZZ_SEED
 		unset RVRAM_STRESS_SEED
 	done
 	;;
@@ -215,6 +229,16 @@ hmm:*)
 	expect_skips hmm-tests-$provider any
 	RVRAM_HMM_ONLY=${spec#*:} run_suite hmm-tests-$provider \
 		"$T/hmm-tests.sh" "$provider"
+	;;
+fuzz:*)
+	# The dmirror fuzz alone, for development (RVRAM_FUZZ_SEED replays):
+	#   tools/vm.sh --gpus 1 fuzz:rvram:120 results/x
+	spec=${plan#fuzz:}
+	provider=${spec%%:*}
+	seconds=90
+	[ "$spec" != "$provider" ] && seconds=${spec#*:}
+	expect dmirror-fuzz-$provider
+	run_suite dmirror-fuzz-$provider "$T/dmirror-fuzz.sh" "$provider" "$seconds"
 	;;
 race:*)
 	# The race test alone, for development (RVRAM_RACE_SEED replays):
