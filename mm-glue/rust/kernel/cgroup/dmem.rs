@@ -34,9 +34,16 @@ use crate::{
         Result, //
     },
     fmt,
-    prelude::*, //
+    prelude::*,
+    sync::atomic::{
+        Atomic,
+        Full, //
+    }, //
 };
-use core::ptr;
+use core::{
+    ops::Range,
+    ptr, //
+};
 
 /// A region of device memory registered with the dmem cgroup controller.
 ///
@@ -265,5 +272,121 @@ impl Drop for Charge {
         // uncharges them and drops the references to the pool and its cgroup
         // that the charge owns; nothing uses them afterwards.
         unsafe { bindings::dmem_cgroup_uncharge(self.pool, self.size) };
+    }
+}
+
+/// A row of slots that each hold at most one charge of the same size, and
+/// that are filled and emptied without a lock.
+///
+/// For memory that is charged in fixed units and given back where no lock
+/// may be taken: a driver whose device pages are freed by core mm, in
+/// whatever context drops the last reference to a page (process, softirq or
+/// hardirq), keeps one slot per page. A slot costs a pointer, against a
+/// [`Charge`] per allocation plus a structure to find it in.
+///
+/// # Examples
+///
+/// ```
+/// use kernel::{
+///     cgroup::dmem::{ChargeSlots, Region},
+///     prelude::*,
+/// };
+///
+/// let vram = Region::register(1 << 20, fmt!("rust-doctest/{}/slots", 0))?;
+/// // One slot per 4 KiB page of the region.
+/// let pages = ChargeSlots::new(256, 4096)?;
+/// // Pages 8 to 11, allocated for the current task, are charged to its cgroup...
+/// pages.charge(&vram, 8..12)?;
+/// // ... and given back one by one as they are freed, in any context.
+/// pages.release(8..10);
+/// pages.release(10..12);
+/// # Ok::<(), Error>(())
+/// ```
+///
+/// # Invariants
+///
+/// Each slot is null, or holds a pool that `dmem_cgroup_try_charge()`
+/// charged `unit` bytes to, with the references to the pool and its cgroup
+/// that it returned, which the slot owns.
+pub struct ChargeSlots {
+    slots: KVVec<Atomic<*mut bindings::dmem_cgroup_pool_state>>,
+    unit: u64,
+}
+
+impl ChargeSlots {
+    /// `nr` empty slots for charges of `unit` bytes.
+    pub fn new(nr: usize, unit: u64) -> Result<Self> {
+        let mut slots = KVVec::with_capacity(nr, GFP_KERNEL)?;
+        for _ in 0..nr {
+            slots.push(Atomic::new(ptr::null_mut()), GFP_KERNEL)?;
+        }
+        // INVARIANT: Every slot is empty.
+        Ok(Self { slots, unit })
+    }
+
+    /// The number of slots.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether there are no slots.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Charges `unit` bytes in `region` to the current task's cgroup for
+    /// every slot in `range`, in order.
+    ///
+    /// A slot that already held a charge gives it back first: the memory
+    /// it stands for was handed out again without being released. `ENOSPC`
+    /// once a charge would take the cgroup or one of its ancestors over
+    /// `dmem.max`, `EINVAL` for a range past the last slot: the slots
+    /// charged so far stay charged, until [`ChargeSlots::release`]. May
+    /// sleep (the controller may allocate the cgroup's pool).
+    pub fn charge(&self, region: &Region, range: Range<usize>) -> Result {
+        let slots = self.slots.get(range).ok_or(EINVAL)?;
+        for slot in slots {
+            let charge = core::mem::ManuallyDrop::new(region.try_charge(self.unit)?);
+            // INVARIANT: The slot takes over what `charge` owned (a null
+            // pool charges nothing); the charge it held, if any, is
+            // dropped below.
+            let old = slot.xchg(charge.pool, Full);
+            // SAFETY: `old` came out of the slot, which owned it (type
+            // invariant): null, or charged `unit` bytes.
+            drop(unsafe { Self::charge_of(old, self.unit) });
+        }
+        Ok(())
+    }
+
+    /// Gives back the charges of the slots in `range` (empty slots and
+    /// slots past the last are left alone).
+    ///
+    /// Takes no lock and does not sleep: it may be called in any context.
+    pub fn release(&self, range: Range<usize>) {
+        let start = range.start.min(self.slots.len());
+        let end = range.end.clamp(start, self.slots.len());
+        for slot in &self.slots[start..end] {
+            let old = slot.xchg(ptr::null_mut(), Full);
+            // SAFETY: As in `charge`: `old` came out of the slot.
+            drop(unsafe { Self::charge_of(old, self.unit) });
+        }
+    }
+
+    /// The charge a slot held.
+    ///
+    /// # Safety
+    ///
+    /// `pool` is null, or was taken out of a slot and owns a charge of
+    /// `unit` bytes.
+    unsafe fn charge_of(pool: *mut bindings::dmem_cgroup_pool_state, unit: u64) -> Charge {
+        // INVARIANT: Null charges nothing; otherwise, the safety
+        // requirement.
+        Charge { pool, size: unit }
+    }
+}
+
+impl Drop for ChargeSlots {
+    fn drop(&mut self) {
+        self.release(0..self.slots.len());
     }
 }
