@@ -53,7 +53,7 @@ use crate::{
         new_mutex,
         Mutex,
         MutexGuard,
-        SpinLock, //
+        SpinLockIrq, //
     },
     types::Opaque, //
 };
@@ -184,10 +184,15 @@ pub trait PagemapOps: Send + Sync + Sized + 'static {
 
     /// The last reference to `folio` is gone.
     ///
-    /// Called in any context that can drop a page reference (it must not
-    /// sleep). Release what the driver associates with the folio (its
-    /// device page-table entries, statistics); the pagemap returns the
-    /// pages to its allocator after this returns.
+    /// Called in any context that can drop a page reference: process,
+    /// softirq (a network stack freeing a zero-copy skb) or hardirq (a
+    /// bio completion). It must not sleep, and a lock it takes must be one
+    /// that is never held with interrupts enabled ([`SpinLockIrq`]), or
+    /// lockless (atomics). Release what the driver associates with the
+    /// folio (its device page-table entries, statistics); the pagemap
+    /// returns the pages to its allocator after this returns.
+    ///
+    /// [`SpinLockIrq`]: crate::sync::SpinLockIrq
     fn folio_free(pagemap: &Pagemap<Self>, folio: &DeviceFolio<Self>);
 }
 
@@ -791,7 +796,10 @@ impl Pages {
 /// The buddy allocator is serialised by `lock`, a mutex, because it
 /// allocates its blocks with `GFP_KERNEL`. Folios are freed from
 /// `folio_free`, which runs wherever the last reference to a page is
-/// dropped and so must not sleep: it only takes the spinlock of `pages`.
+/// dropped, in process, softirq or hardirq context (a network stack
+/// freeing a zero-copy skb, a bio completion): it only takes the spinlock
+/// of `pages`, which disables interrupts wherever it is taken, so that
+/// such a free cannot interrupt its holder on the same CPU.
 /// A chunk freed that way stays held as idle and is handed out again for
 /// the next folio, or given back to the buddy allocator when a
 /// reservation needs the room or the pagemap goes away.
@@ -815,7 +823,7 @@ struct Alloc {
     #[pin]
     reserved: Opaque<bindings::list_head>,
     #[pin]
-    pages: SpinLock<Pages>,
+    pages: SpinLockIrq<Pages>,
 }
 
 // SAFETY: The C structures are only used under `lock` (type invariant).
@@ -875,7 +883,7 @@ impl Alloc {
                     // SAFETY: `ptr` is valid for writes and pinned.
                     unsafe { bindings::INIT_LIST_HEAD(ptr) }
                 }),
-                pages <- SpinLock::new(pages, name, key),
+                pages <- SpinLockIrq::new(pages, name, key),
             }))
         })
     }
@@ -1497,8 +1505,8 @@ impl<T: PagemapOps> Pagemap<T> {
         T::folio_free(pm, f);
         let (index, order) = (f.index(), f.order());
         // INVARIANT: The folio was allocated by `alloc_folio` (type
-        // invariant of `Pagemap`) and is freed now. Only a spinlock: this
-        // may run in atomic context.
+        // invariant of `Pagemap`) and is freed now. Only an IRQ-safe
+        // spinlock: this may run in any context.
         pm.alloc.pages.lock().free(index, order);
     }
 }
