@@ -71,7 +71,7 @@ impl Books {
         Ok(Self {
             stats: Stats::new(),
             owners: Owners::new(pages)?,
-            charges: Charges::new()?,
+            charges: Charges::new(pages)?,
         })
     }
 

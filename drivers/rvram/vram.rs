@@ -4,7 +4,7 @@
 
 use kernel::{
     cgroup::dmem::{
-        Charge,
+        ChargeSlots,
         Region, //
     },
     page::PAGE_SIZE,
@@ -13,10 +13,6 @@ use kernel::{
     sync::atomic::{
         Atomic,
         Relaxed, //
-    },
-    xarray::{
-        AllocKind,
-        XArray, //
     },
 };
 
@@ -135,14 +131,15 @@ impl Owners {
 /// A page is charged on its own, not with its folio, because a device THP
 /// can be split in VRAM (a partial migration back, a partial `munmap()`),
 /// and its pages are then freed one by one: each takes its charge with it.
-pub(crate) struct Charges(Pin<KBox<XArray<KBox<Charge>>>>);
+/// Pages are freed wherever core mm drops their last reference, softirq
+/// and hardirq included, so the charges are kept in lockless slots, one
+/// pointer per VRAM page.
+pub(crate) struct Charges(ChargeSlots);
 
 impl Charges {
-    pub(crate) fn new() -> Result<Self> {
-        Ok(Self(KBox::pin_init(
-            XArray::new(AllocKind::Alloc),
-            GFP_KERNEL,
-        )?))
+    /// The charges of `pages` VRAM pages, none charged.
+    pub(crate) fn new(pages: usize) -> Result<Self> {
+        Ok(Self(ChargeSlots::new(pages, PAGE_SIZE as u64)?))
     }
 
     /// Charges pages `index..index + nr`, a folio just allocated for a
@@ -153,22 +150,14 @@ impl Charges {
         let Some(region) = region else {
             return Ok(());
         };
-        for i in index..index.checked_add(nr).ok_or(EINVAL)? {
-            let charge = KBox::new(region.try_charge(PAGE_SIZE as u64)?, GFP_KERNEL_ACCOUNT)?;
-            // A page charged twice would have been allocated twice: the old
-            // charge goes.
-            drop(self.0.lock().store(i, charge, GFP_KERNEL_ACCOUNT)?);
-        }
-        Ok(())
+        self.0
+            .charge(region, index..index.checked_add(nr).ok_or(EINVAL)?)
     }
 
-    /// Uncharges pages `index..index + nr`, a folio being freed. Does not
-    /// sleep.
+    /// Uncharges pages `index..index + nr`, a folio being freed. Takes no
+    /// lock: safe in any context.
     pub(crate) fn release(&self, index: usize, nr: usize) {
-        let mut xa = self.0.lock();
-        for i in index..index.saturating_add(nr) {
-            drop(xa.remove(i));
-        }
+        self.0.release(index..index.saturating_add(nr));
     }
 }
 
