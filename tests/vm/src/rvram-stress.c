@@ -219,7 +219,7 @@ struct racer {
 
 static const char *const race_op_names[] = {
 	"cpu write words", "cpu check words", "cpu write page", "cpu check page",
-	"device write", "device read", "migrate to device", "migrate to system",
+	"device write", "device read", "migrate to device", "migrate to system or release",
 	"madvise dontneed", "mprotect", "mremap", "fork", "peer write", "peer read",
 	"nic write", "nic read",
 };
@@ -374,8 +374,18 @@ static void *racer_thread(void *arg)
 			race_may_fail(r, op, ret);
 			break;
 		case 7:
-			ret = dmirror(r->fd, HMM_DMIRROR_MIGRATE_TO_SYS, region + first * PAGE,
-				      r->buf, n);
+			/*
+			 * One in four: RELEASE, which evicts every page this
+			 * file moved in, wherever the others' faults, zaps and
+			 * migrations have got with them meanwhile (the data
+			 * stays). It missed the double migration of a page
+			 * that had just migrated away until it raced them.
+			 */
+			if (!rnd_below(&r->s, 4))
+				ret = dmirror(r->fd, HMM_DMIRROR_RELEASE, region, r->buf, 0);
+			else
+				ret = dmirror(r->fd, HMM_DMIRROR_MIGRATE_TO_SYS, region + first * PAGE,
+					      r->buf, n);
 			race_may_fail(r, op, ret);
 			break;
 		case 14:
