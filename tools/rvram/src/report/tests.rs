@@ -851,3 +851,39 @@ fn invalid_utf8_in_console_log() {
     assert_eq!(s.suites.len(), 2);
     assert!(s.ok());
 }
+
+#[test]
+fn the_reports_of_the_dmirror_fuzz_bug_are_splats() {
+    // The three reports of the bug that tests/vm/dmirror-fuzz.sh
+    // reproduces (a device folio migrated twice, and folio_free in
+    // softirq), as the debug kernel printed them: each run that prints one
+    // must fail, whichever of its lines reaches the log.
+    let reports: [&[&str]; 3] = [
+        &[
+            "[   80.123456] page dumped because: VM_WARN_ON_ONCE_FOLIO(!folio_test_hugetlb(old) && !objcg)",
+            "[   80.123457] WARNING: mm/memcontrol.c:5595 at mem_cgroup_migrate+0x2a1/0x920, CPU#1: dmirror-fuzz/231",
+            "[  140.000001] page dumped because: VM_WARN_ON_ONCE_FOLIO(!memcg && !mem_cgroup_disabled())",
+            "[  140.000002] WARNING: include/linux/memcontrol.h:751 at folio_lruvec+0x1fe/0x310, CPU#0: dmirror-fuzz/232",
+            "[  166.000000] watchdog: BUG: soft lockup - CPU#0 stuck for 26s! [dmirror-fuzz:232]",
+            "[  190.000000] rcu: INFO: rcu_sched self-detected stall on CPU",
+        ],
+        &[
+            "[  170.000000] WARNING: include/linux/leafops.h:400 at softleaf_entry_wait_on_locked+0x3c1/0x4a0, CPU#1: dmirror_fuzz/240",
+            "[  300.000000] INFO: task dmirror_fuzz:240 blocked for more than 120 seconds.",
+        ],
+        &[
+            "[   20.000000] WARNING: inconsistent lock state",
+            "[   20.000001] inconsistent {SOFTIRQ-ON-W} -> {IN-SOFTIRQ-W} usage.",
+        ],
+    ];
+    for report in reports {
+        let log = report.join("\n") + "\n";
+        let found = splats(&log);
+        // Every line but lockdep's second one is a report's header.
+        let headers = report
+            .iter()
+            .filter(|l| !l.contains("inconsistent {"))
+            .count();
+        assert_eq!(found.len(), headers, "in {log}");
+    }
+}
