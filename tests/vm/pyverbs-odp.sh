@@ -6,7 +6,9 @@
 # With a baseline (RVRAM_PYVERBS_BASELINE, default tests/vm/pyverbs-stock.txt,
 # recorded on the stock kernel by make pyverbs-baseline; empty for none), a
 # last point fails if a case that passes on the stock kernel does not pass
-# here. pyverbs/verdicts.txt gets this run's verdicts in the same format.
+# here, and another if run_tests.py exits nonzero (a failure, an error, an
+# unexpected success, or a crash that left cases unreported).
+# pyverbs/verdicts.txt gets this run's verdicts in the same format.
 #
 # Environment: RVRAM_RESULTS, RVRAM_TOP.
 set -u
@@ -39,6 +41,13 @@ n=$pyverbs_n
 fail=$pyverbs_fail
 echo "# unittest exit code $rc; full log: pyverbs/unittest.log"
 if [ -n "$baseline" ]; then
+	n=$((n + 1))
+	if [ "$rc" = 0 ]; then
+		echo "ok $n - run_tests.py exits 0"
+	else
+		fail=$((fail + 1))
+		echo "not ok $n - run_tests.py exits 0 (exit code $rc)"
+	fi
 	n=$((n + 1))
 	lost=()
 	both=0

@@ -8,14 +8,19 @@
 //! - `console.log`: the serial console captured by the host, the kernel log
 //!   of last resort;
 //! - `console-boot<N>.log`: the consoles of boots that `tools/vm.sh` gave up
-//!   on and retried; a splat there fails the run like one in the last boot,
-//!   except the base kernel's boot storm that the retry is for
-//!   ([`KNOWN_SPLATS`]);
+//!   on and retried. A retry is excused only by its one known benign cause,
+//!   the base kernel's boot storm ([`KNOWN_SPLATS`]), whose reports are
+//!   left out; a retried boot without it (one that hung or was too slow to
+//!   start its plan), a splat there or a KUnit case that failed there fails
+//!   the run like one in the last boot;
 //! - `expected`: the suite names that must appear, one a line (`kunit:<name>`
 //!   for a KUnit suite in the kernel log);
-//! - `expected-skips`: `<name> <count>` lines, how many cases of a suite
-//!   skip (`any` for a development plan whose cases are the caller's
-//!   choice); a suite skips exactly what is declared, 0 if nothing is;
+//! - `expected-skips`: `<name> <count> | <glob> | <glob>...` lines: how
+//!   many cases of a suite skip (or are `# TODO`/`# XFAIL`), and which:
+//!   each such case must match a glob (`*` matches any text), so a new skip
+//!   cannot take the place of an old one. `<name> any` for a development
+//!   plan whose cases are the caller's choice. A suite skips exactly what is
+//!   declared, nothing if it is not;
 //! - `timeout`: present when the host killed the guest;
 //! - `kmemleak.txt`: kmemleak's report after the guest's final scans; a
 //!   leak attributable to the series or rvram fails the run
@@ -123,6 +128,9 @@ pub struct SuiteRun {
     pub expected_skips: Option<usize>,
     /// The suite's skips, summed as `expected_skips` is.
     pub skips_seen: usize,
+    /// Its skipped cases that no declared glob names (all of them when a
+    /// count is declared without names).
+    pub unnamed_skips: Vec<String>,
 }
 
 impl SuiteRun {
@@ -138,19 +146,29 @@ impl SuiteRun {
     /// fails too: a declaration above the real count would let that many
     /// new skips pass unseen.
     pub fn skips_as_expected(&self) -> bool {
-        self.expected_skips.is_none_or(|n| n == self.skips_seen)
+        self.expected_skips
+            .is_none_or(|n| n == self.skips_seen && self.unnamed_skips.is_empty())
     }
 
-    /// Skipped cases, and a whole suite skipped by its plan (`1..0 # SKIP`)
-    /// as one.
-    fn skip_count(&self) -> usize {
+    /// Skipped and TODO/XFAIL cases by name, and a whole suite skipped by
+    /// its plan (`1..0 # SKIP`) as one, named `(whole suite)`.
+    fn skipped(&self) -> Vec<String> {
         let suite = &self.suite;
         let whole = suite.cases.is_empty()
             && suite
                 .result
                 .as_ref()
                 .is_some_and(|r| r.outcome == Outcome::Skip);
-        suite.counts().skip + usize::from(whole)
+        let mut names: Vec<String> = suite
+            .cases
+            .iter()
+            .filter(|c| matches!(c.outcome, Outcome::Skip | Outcome::Todo))
+            .map(|c| c.name.clone())
+            .collect();
+        if whole {
+            names.push("(whole suite)".into());
+        }
+        names
     }
 
     /// Notes for the report: why the suite did not pass, apart from its
@@ -189,6 +207,12 @@ impl SuiteRun {
                 "{} skipped, {n} expected (expect_skips in tests/vm/guest.sh)",
                 self.skips_seen
             ));
+            if let Some(first) = self.unnamed_skips.first() {
+                notes.push(format!(
+                    "{} skip(s) no expect_skips glob names, e.g. {first:?}",
+                    self.unnamed_skips.len()
+                ));
+            }
         }
         notes
     }
@@ -203,6 +227,55 @@ pub struct Splat {
     pub text: String,
 }
 
+/// A boot that `tools/vm.sh` gave up on and retried.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RetriedBoot {
+    /// Its console, `console-boot<N>.log`.
+    pub name: String,
+    /// Splat lines in it, the known storm's reports left out.
+    pub splats: Vec<Splat>,
+    /// Whether a whole report of the known storm is in it: the one cause
+    /// that excuses a retry.
+    pub known_cause: bool,
+    /// KUnit cases (`suite.case`, or a suite) that failed in it.
+    pub kunit_failures: Vec<String>,
+}
+
+impl RetriedBoot {
+    fn read(name: String, text: &str) -> Self {
+        // tools/vm.sh killed these guests: their last lines may be cut.
+        let (splats, known_cause) = splats_and_storm(text, true);
+        let mut kunit_failures = Vec::new();
+        for suite in ktap::parse(text).into_iter().filter(|s| s.nested) {
+            let before = kunit_failures.len();
+            kunit_failures.extend(
+                suite
+                    .failures()
+                    .map(|c| format!("{}.{}", suite.name, c.name)),
+            );
+            let failed = suite
+                .result
+                .as_ref()
+                .is_some_and(|r| r.outcome == Outcome::Fail);
+            if failed && kunit_failures.len() == before {
+                kunit_failures.push(suite.name.clone());
+            }
+        }
+        Self {
+            name,
+            splats,
+            known_cause,
+            kunit_failures,
+        }
+    }
+
+    /// Whether the retry hides nothing: its known cause is there, and no
+    /// other report or failure.
+    pub fn ok(&self) -> bool {
+        self.known_cause && self.splats.is_empty() && self.kunit_failures.is_empty()
+    }
+}
+
 /// The verdict on one test run.
 #[derive(Clone, Debug)]
 pub struct Summary {
@@ -214,9 +287,8 @@ pub struct Summary {
     pub kernel_log: &'static str,
     /// Splat lines in the kernel log.
     pub splats: Vec<Splat>,
-    /// The consoles of boots `tools/vm.sh` retried (`console-boot<N>.log`),
-    /// in order, each with its splats.
-    pub retried_boots: Vec<(String, Vec<Splat>)>,
+    /// The boots `tools/vm.sh` retried (`console-boot<N>.log`), in order.
+    pub retried_boots: Vec<RetriedBoot>,
     /// Whether the host killed the guest.
     pub timeout: bool,
     /// kmemleak's unreferenced objects after the final scans.
@@ -231,7 +303,7 @@ impl Summary {
             && self.suites.iter().all(SuiteRun::passed)
             && self.missing.is_empty()
             && self.splats.is_empty()
-            && self.retried_boots.iter().all(|(_, s)| s.is_empty())
+            && self.retried_boots.iter().all(RetriedBoot::ok)
             && !self.timeout
             && self.leaks.iter().all(|leak| leak.ours.is_none())
     }
@@ -305,6 +377,7 @@ pub fn summarize(dir: &Path) -> io::Result<Summary> {
                 suite,
                 expected_skips: Some(0),
                 skips_seen: 0,
+                unnamed_skips: Vec::new(),
             }),
     );
 
@@ -323,8 +396,7 @@ pub fn summarize(dir: &Path) -> io::Result<Summary> {
     let mut retried_boots = Vec::new();
     for name in boot_consoles(dir)? {
         let text = read_optional(&dir.join(&name))?.unwrap_or_default();
-        // tools/vm.sh killed these guests: their last lines may be cut.
-        retried_boots.push((name, splats_in(&text, true)));
+        retried_boots.push(RetriedBoot::read(name, &text));
     }
 
     Ok(Summary {
@@ -345,42 +417,90 @@ fn runs_as(run: &str, name: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
-/// `expected-skips`: `<name> <count>` or `<name> any` a line, `#` comments.
-/// A malformed count reads as 0: the suite then fails if it skips at all.
-fn parse_expected_skips(text: &str) -> Vec<(String, Option<usize>)> {
+/// A line of `expected-skips`.
+#[derive(Clone, Debug, PartialEq)]
+struct Declared {
+    name: String,
+    /// `None` for `any`.
+    count: Option<usize>,
+    /// The globs that name the skipped cases.
+    globs: Vec<String>,
+}
+
+/// `expected-skips`: `<name> <count> | <glob>...` or `<name> any` a line,
+/// `#` comments. A malformed count reads as 0: the suite then fails if it
+/// skips at all.
+fn parse_expected_skips(text: &str) -> Vec<Declared> {
     text.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .filter_map(|l| {
-            let (name, count) = l.split_once(char::is_whitespace)?;
+            let mut parts = l.split(" | ");
+            let (name, count) = parts.next()?.split_once(char::is_whitespace)?;
             let count = match count.trim() {
                 "any" => None,
                 n => Some(n.parse().unwrap_or(0)),
             };
-            Some((name.to_string(), count))
+            Some(Declared {
+                name: name.to_string(),
+                count,
+                globs: parts.map(|g| g.trim().to_string()).collect(),
+            })
         })
         .collect()
 }
 
-/// Holds each suite to its declared skip count, 0 when undeclared. The
+/// Whether `text` matches `glob`, whose `*` matches any text.
+fn glob_match(glob: &str, text: &str) -> bool {
+    let mut parts = glob.split('*');
+    let first = parts.next().unwrap_or("");
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for p in middle {
+        match rest.find(p) {
+            Some(i) => rest = &rest[i + p.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+/// Holds each suite to its declared skips, none when undeclared. The
 /// documents of one `.tap` file (`<name>/<document>`), and the runs of one
 /// KUnit suite loaded several times, share their count.
-fn check_skips(suites: &mut [SuiteRun], declared: &[(String, Option<usize>)]) {
-    let group = |run: &SuiteRun| -> (String, Option<usize>) {
+fn check_skips(suites: &mut [SuiteRun], declared: &[Declared]) {
+    let undeclared = Declared {
+        name: String::new(),
+        count: Some(0),
+        globs: Vec::new(),
+    };
+    let group = |run: &SuiteRun| -> (String, &Declared) {
         declared
             .iter()
             .rev()
-            .find(|(name, _)| runs_as(&run.name, name))
-            .map_or((run.name.clone(), Some(0)), |(name, n)| (name.clone(), *n))
+            .find(|d| runs_as(&run.name, &d.name))
+            .map_or((run.name.clone(), &undeclared), |d| (d.name.clone(), d))
     };
     let mut seen: HashMap<String, usize> = HashMap::new();
     for run in suites.iter() {
-        *seen.entry(group(run).0).or_default() += run.skip_count();
+        *seen.entry(group(run).0).or_default() += run.skipped().len();
     }
     for run in suites.iter_mut() {
-        let (name, n) = group(run);
-        run.expected_skips = n;
+        let (name, d) = group(run);
+        let (count, globs) = (d.count, &d.globs);
+        let unnamed = run
+            .skipped()
+            .into_iter()
+            .filter(|c| !globs.iter().any(|g| glob_match(g, c)))
+            .collect();
+        run.expected_skips = count;
         run.skips_seen = seen[&name];
+        run.unnamed_skips = if count.is_some() { unnamed } else { Vec::new() };
     }
 }
 
@@ -457,6 +577,7 @@ fn tap_suites(dir: &Path) -> io::Result<Vec<SuiteRun>> {
             suite,
             expected_skips: Some(0),
             skips_seen: 0,
+            unnamed_skips: Vec::new(),
         }));
     }
     Ok(runs)
@@ -538,6 +659,11 @@ pub(crate) fn splats(log: &str) -> Vec<Splat> {
 /// [`splats`] of a log that ends where `tools/vm.sh` killed the guest
 /// (`killed`), or not.
 fn splats_in(log: &str, killed: bool) -> Vec<Splat> {
+    splats_and_storm(log, killed).0
+}
+
+/// [`splats_in`], and whether a whole report of [`KNOWN_SPLATS`] was seen.
+fn splats_and_storm(log: &str, killed: bool) -> (Vec<Splat>, bool) {
     let lines: Vec<&str> = log.lines().collect();
     let mut out = Vec::new();
     let mut complete = vec![false; KNOWN_SPLATS.len()];
@@ -559,7 +685,7 @@ fn splats_in(log: &str, killed: bool) -> Vec<Splat> {
         });
         i += 1;
     }
-    out
+    (out, complete.iter().any(|&c| c))
 }
 
 /// A kernel log line without its `[   12.345678] ` timestamp.
@@ -640,12 +766,29 @@ impl fmt::Display for Summary {
                 writeln!(f, "      ... and {} more", self.splats.len() - SHOWN_SPLATS)?;
             }
         }
-        for (name, splats) in &self.retried_boots {
-            if splats.is_empty() {
+        for boot in &self.retried_boots {
+            let name = &boot.name;
+            if boot.ok() {
                 writeln!(
                     f,
-                    "note: {name}: a boot tools/vm.sh retried, no splat apart from the known storm"
+                    "note: {name}: a boot tools/vm.sh retried for the known storm, nothing else in it"
                 )?;
+                continue;
+            }
+            if !boot.known_cause {
+                writeln!(
+                    f,
+                    "RETRY {name}: a boot tools/vm.sh retried without the known storm (it hung, or did not start its plan in time)"
+                )?;
+            }
+            for case in &boot.kunit_failures {
+                writeln!(
+                    f,
+                    "FAIL  kunit {case}, in {name}, a boot tools/vm.sh retried"
+                )?;
+            }
+            let splats = &boot.splats;
+            if splats.is_empty() {
                 continue;
             }
             writeln!(
