@@ -16,6 +16,7 @@ use crate::{
     },
     registry::{
         self,
+        Registered,
         Slot,
         NAMES,
         REGISTRY, //
@@ -97,6 +98,8 @@ pub(crate) struct Rvram<'bound> {
     scale: Option<[ScaleFile; 2]>,
     #[pin]
     stats: File<Arc<Gpu>>,
+    /// The GPU's place in the registry, taken last.
+    registered: Registered,
 }
 
 /// Checks that VRAM holds what is written to it, at both ends of the BAR,
@@ -319,7 +322,7 @@ impl<const COHERENT: bool> pci::Driver for RvramDriver<COHERENT> {
             let index = slot.0;
 
             let (gpu, dir) = {
-                let mut reg = REGISTRY.lock();
+                let reg = REGISTRY.lock();
                 let gpu = Arc::pin_init(
                     try_pin_init!(Gpu {
                         index,
@@ -333,7 +336,6 @@ impl<const COHERENT: bool> pci::Driver for RvramDriver<COHERENT> {
                     GFP_KERNEL,
                 )?;
                 let dir = reg.root.as_ref().ok_or(ENODEV)?.subdir(NAMES[index]);
-                slot.register(&mut reg, gpu.clone());
                 (gpu, dir)
             };
             dev_info!(
@@ -410,6 +412,10 @@ impl<const COHERENT: bool> pci::Driver for RvramDriver<COHERENT> {
                 p2p_alias,
                 scale,
                 stats <- dir.read_callback_file(c"stats", stats_gpu, &stats::show),
+                // Last: nothing after it can fail, and a probe that fails
+                // before leaves nothing in the registry (the slot frees its
+                // index), whatever it set up going with its fields.
+                registered: slot.register(gpu.clone()),
             }))
         })
     }

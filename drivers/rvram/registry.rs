@@ -45,6 +45,7 @@ kernel::sync::global_lock! {
 
 /// A device index held by a probe until its GPU is registered, taken first
 /// so that a probe past the last index fails before it sets anything up.
+/// Dropped unregistered (a probe that failed), it frees the index.
 pub(crate) struct Slot(pub(crate) usize);
 
 impl Slot {
@@ -61,11 +62,31 @@ impl Slot {
         Ok(Slot(index))
     }
 
-    /// Registers `gpu` under this index.
-    pub(crate) fn register(self, reg: &mut Registry, gpu: Arc<Gpu>) {
-        reg.gpus[self.0] = Some(gpu);
-        reg.probing &= !(1 << self.0);
+    /// Registers `gpu` under this index: files can open it, peers find it.
+    /// The last step of a probe, which cannot fail after it: a GPU is in
+    /// the registry only while its device is bound.
+    pub(crate) fn register(self, gpu: Arc<Gpu>) -> Registered {
+        let index = self.0;
+        let mut reg = REGISTRY.lock();
+        reg.gpus[index] = Some(gpu.clone());
+        reg.probing &= !(1 << index);
         core::mem::forget(self);
+        Registered(gpu)
+    }
+}
+
+/// A GPU in the registry: takes it out when dropped (with the device's
+/// data, after unbind) if unbind has not already done so.
+pub(crate) struct Registered(Arc<Gpu>);
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        let mut reg = REGISTRY.lock();
+        let slot = &mut reg.gpus[self.0.index];
+        // Another device may have the index by now.
+        if slot.as_ref().is_some_and(|g| Arc::ptr_eq(g, &self.0)) {
+            *slot = None;
+        }
     }
 }
 

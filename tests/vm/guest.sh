@@ -61,6 +61,9 @@ single)
 	# not an ivshmem GPU, assigned to rvram, skips.
 	expect_skips rvram-probe 1 "a device that is not an ivshmem GPU, assigned to rvram, stays unbound"
 	run_suite rvram-probe "$T/rvram-probe.sh"
+	# Every slab allocation of a bind failing in turn, both drivers.
+	expect rvram-probe-fail
+	run_suite rvram-probe-fail "$T/rvram-probe-fail.sh"
 	# test_hmm has no device-coherent memory: each of hmm-tests' 38
 	# hmm_device_coherent and hmm2_device_coherent variants skips.
 	expect_skips hmm-tests-test_hmm 38 "hmm.hmm_device_coherent.*" "hmm2.hmm2_device_coherent.*"

@@ -1,0 +1,79 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# A probe that fails leaves nothing behind. Each slab allocation of a bind
+# fails in turn (fault injection: the debug config's failslab, driven by
+# the binding task's /proc/thread-self/fail-nth), for both drivers, until
+# a bind runs past its last allocation; every bind that failed must have
+# taken back what it set up. Afterwards the GPU binds as rvram0 again,
+# with its /dev node, debugfs directory and dmem region, and the other
+# GPUs keep theirs: before the fix, a probe that failed after it took its
+# registry index kept it, and eight such failures made every bind fail
+# with EBUSY for good.
+# Environment: RVRAM_TOP.
+set -u
+. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/rvram.sh"
+
+FS=/sys/kernel/debug/failslab
+mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
+if [ ! -d $FS ] || [ ! -e /proc/thread-self/fail-nth ]; then
+	tap_skip "failed probes" "kernel without CONFIG_FAILSLAB and CONFIG_FAULT_INJECTION_DEBUG_FS"
+	tap_done
+fi
+tap_check "rvram_load" rvram_load
+gpu=$(rvram_gpus | head -1)
+tap_check "$gpu is rvram0" test -d /sys/kernel/debug/rvram/rvram0
+regions() { grep -c '^rvram/' /sys/fs/cgroup/dmem.capacity 2>/dev/null; }
+n_regions=$(regions)
+tap_check "dmem.capacity lists rvram0's region" test "${n_regions:-0}" -ge 1
+tap_check "unbind $gpu" rvram_unbind "$gpu"
+
+# GFP_KERNEL allocations may fail too (failslab skips them by default),
+# quietly (no stack trace for each).
+echo N > $FS/ignore-gfp-wait
+echo 0 > $FS/verbose
+
+# attempt N: the Nth slab allocation of this subshell after the write to
+# fail-nth fails (the bind file's open is the first); prints "injected
+# bound" as 0/1 pairs: fail-nth reads 0 once its fault was injected.
+attempt() {
+	(
+		echo "$1" > /proc/thread-self/fail-nth
+		echo "$gpu" > "/sys/bus/pci/drivers/$2/bind" 2> /dev/null
+		# Builtins only: another process has a fail-nth of its own.
+		read -r left < /proc/thread-self/fail-nth
+		echo 0 > /proc/thread-self/fail-nth
+		echo "$((left == 0)) $([ -e "/sys/bus/pci/drivers/$2/$gpu" ] && echo 1 || echo 0)"
+	)
+}
+
+for drv in rvram rvram-coherent; do
+	echo "$drv" > "/sys/bus/pci/devices/$gpu/driver_override"
+	n=0
+	failed=0
+	while [ $n -lt 2000 ]; do
+		n=$((n + 1))
+		read -r injected bound < <(attempt $n "$drv")
+		if [ "$bound" = 1 ]; then
+			rvram_unbind "$gpu"
+		else
+			failed=$((failed + 1))
+		fi
+		[ "$injected" = 1 ] || break
+	done
+	echo "# $drv: $((n - 1)) allocations failed in turn, $failed binds failed"
+	tap_check "$drv: a bind ran past its last allocation (after $((n - 1)) injected failures)" \
+		test "$injected" = 0
+	tap_check "$drv: some binds failed ($failed)" test $failed -gt 8
+	tap_check "$drv: $gpu binds after the failed ones" rvram_bind "$gpu"
+	tap_check "$drv: ... as rvram0" test -d /sys/kernel/debug/rvram/rvram0
+	tap_check "$drv: ... with /dev/rvram0" test -c /dev/rvram0
+	tap_eq "$drv: ... and one dmem region per bound GPU, as before" "$n_regions" "$(regions)"
+	tap_check "$drv: unbind $gpu" rvram_unbind "$gpu"
+done
+echo Y > $FS/ignore-gfp-wait
+echo 2 > $FS/verbose
+
+tap_check "$gpu binds to rvram again" rvram_assign "$gpu" rvram
+tap_check "rmmod rvram" rmmod rvram
+tap_done
