@@ -117,7 +117,8 @@ pub(crate) fn alloc_dmabuf(gpu: &Arc<Gpu>, arg: usize) -> Result<isize> {
     let nr = usize::try_from(size / PAGE_SIZE as u64)?;
     let fd = FileDescriptorReservation::get_unused_fd_flags(O_CLOEXEC)?;
     let buf = {
-        // Serialises with unbind, which evicts VRAM and drops the exporter.
+        // Holds off unbind, which evicts VRAM and drops the exporter (and
+        // nothing else: other users' ioctls run meanwhile).
         let _bound = gpu.hold_bound()?;
         // Charged before VRAM is set aside, uncharged if this fails.
         let charge = gpu.dmem.lock().as_ref().ok_or(ENODEV)?.try_charge(size)?;
@@ -131,7 +132,7 @@ pub(crate) fn alloc_dmabuf(gpu: &Arc<Gpu>, arg: usize) -> Result<isize> {
             _charge: charge,
         };
         // VRAM held someone else's data: the importer sees zeroes. Up to
-        // all of VRAM, under the lock: a scheduling point per page.
+        // all of VRAM: a scheduling point per page.
         for i in index..index + nr {
             pm.data().zero_page(i)?;
             might_sleep();

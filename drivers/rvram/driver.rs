@@ -6,7 +6,6 @@ use crate::{
     dmirror::DmirrorFile,
     gpu::{
         Gpu,
-        GpuState,
         Vram, //
     },
     pages::{
@@ -54,7 +53,6 @@ use kernel::{
             Atomic,
             Relaxed, //
         },
-        new_mutex,
         Arc, //
     },
     uaccess::UserSliceReader,
@@ -324,15 +322,7 @@ impl<const COHERENT: bool> pci::Driver for RvramDriver<COHERENT> {
             let (gpu, dir) = {
                 let reg = REGISTRY.lock();
                 let gpu = Arc::pin_init(
-                    try_pin_init!(Gpu {
-                        index,
-                        dev: client_dev(pdev),
-                        vram,
-                        exports,
-                        dmem <- new_mutex!(region),
-                        state <- new_mutex!(GpuState::Bound),
-                        files: Atomic::new(0),
-                    }),
+                    Gpu::new(index, client_dev(pdev), vram, exports, region),
                     GFP_KERNEL,
                 )?;
                 let dir = reg.root.as_ref().ok_or(ENODEV)?.subdir(NAMES[index]);

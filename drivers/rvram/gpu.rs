@@ -30,11 +30,18 @@ use kernel::{
     sync::{
         aref::ARef,
         atomic::{
+            Acquire,
             Atomic,
-            Relaxed, //
+            Relaxed,
+            Release, //
+        },
+        new_mutex,
+        srcu::{
+            self,
+            new_srcu, //
         },
         Mutex,
-        MutexGuard, //
+        Srcu, //
     },
     task::might_sleep,
     time::{
@@ -93,18 +100,10 @@ impl Vram {
     }
 }
 
-/// Whether a GPU's device is bound.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum GpuState {
-    /// Bound: VRAM takes migrations and buffer objects.
-    Bound,
-    /// Unbound: its VRAM was evicted (or retired), its files get `ENODEV`.
-    Unbound,
-}
-
-/// Keeps a GPU bound while it lives ([`Gpu::hold_bound`]): unbind waits.
+/// Keeps a GPU bound while it lives ([`Gpu::hold_bound`]): unbind waits
+/// for it, and nothing else does.
 pub(crate) struct BoundGuard<'a> {
-    _state: MutexGuard<'a, GpuState>,
+    _srcu: srcu::Guard<'a>,
 }
 
 /// What outlives the binding while files are open: the pagemap.
@@ -121,33 +120,61 @@ pub(crate) struct Gpu {
     /// migrated into VRAM are charged to; `None` once unbound.
     #[pin]
     pub(crate) dmem: Mutex<Option<dmem::Region>>,
-    /// Serialises migrations into VRAM and buffer exports against unbind.
+    /// Set once by unbind: no migration into VRAM or export starts after.
+    unbound: Atomic<bool>,
+    /// Migrations into VRAM and buffer exports are its readers, which run
+    /// side by side however long they take (a VRAM-sized one included);
+    /// unbind waits for those that started before it set `unbound`, as
+    /// `drm_dev_unplug()` does for `drm_dev_enter()`.
     #[pin]
-    pub(crate) state: Mutex<GpuState>,
+    bound: Srcu,
     /// The last id handed to an open file ([`Gpu::new_file_id`]).
     pub(crate) files: Atomic<u32>,
 }
 
 impl Gpu {
-    /// Whether the device was unbound.
+    /// A bound GPU's state, for its initializer.
+    pub(crate) fn new(
+        index: usize,
+        dev: ARef<device::Device>,
+        vram: Vram,
+        exports: Option<pci::ExportHandle>,
+        region: Option<dmem::Region>,
+    ) -> impl PinInit<Self, Error> {
+        try_pin_init!(Gpu {
+            index,
+            dev,
+            vram,
+            exports,
+            dmem <- new_mutex!(region),
+            unbound: Atomic::new(false),
+            bound <- new_srcu!(),
+            files: Atomic::new(0),
+        })
+    }
+
+    /// Whether the device was unbound. Takes no lock: no ioctl waits here
+    /// for another's migration.
     pub(crate) fn is_unbound(&self) -> bool {
-        *self.state.lock() == GpuState::Unbound
+        self.unbound.load(Acquire)
     }
 
     /// Holds off unbind until the guard is dropped, for a migration into
-    /// VRAM or a buffer export; `ENODEV` once unbound.
+    /// VRAM or a buffer export; `ENODEV` once unbound. Waits for nothing.
     pub(crate) fn hold_bound(&self) -> Result<BoundGuard<'_>> {
-        let state = self.state.lock();
-        match *state {
-            GpuState::Bound => Ok(BoundGuard { _state: state }),
-            GpuState::Unbound => Err(ENODEV),
+        let guard = self.bound.read_lock();
+        if self.unbound.load(Acquire) {
+            return Err(ENODEV);
         }
+        Ok(BoundGuard { _srcu: guard })
     }
 
-    /// Marks the GPU unbound, once every holder of [`Gpu::hold_bound`] is
-    /// done: no migration into VRAM or export starts after this.
+    /// Marks the GPU unbound and waits for every holder of
+    /// [`Gpu::hold_bound`] that saw it bound: no migration into VRAM or
+    /// export runs after this returns.
     pub(crate) fn set_unbound(&self) {
-        *self.state.lock() = GpuState::Unbound;
+        self.unbound.store(true, Release);
+        self.bound.synchronize();
     }
 
     /// A new id for an open file, never 0 ([`Owners`]). Ids wrap after

@@ -64,6 +64,9 @@ single)
 	# Every slab allocation of a bind failing in turn, both drivers.
 	expect rvram-probe-fail
 	run_suite rvram-probe-fail "$T/rvram-probe-fail.sh"
+	# A VRAM-sized buffer object does not stall another user's ioctls.
+	expect rvram-share
+	run_suite rvram-share "$T/rvram-share.sh"
 	# test_hmm has no device-coherent memory: each of hmm-tests' 38
 	# hmm_device_coherent and hmm2_device_coherent variants skips.
 	expect_skips hmm-tests-test_hmm 38 "hmm.hmm_device_coherent.*" "hmm2.hmm2_device_coherent.*"
