@@ -204,6 +204,7 @@ impl Gpu {
         let start = Instant::<Monotonic>::now();
         let mut done = Evicted::default();
         loop {
+            let pass = Instant::<Monotonic>::now();
             done.passes += 1;
             let mut next = 0;
             while let Some(used) = pm.next_used(next) {
@@ -216,8 +217,10 @@ impl Gpu {
                 done.scanned += count;
                 next = first + count;
             }
+            // The passes' time, without the waits between them.
+            let us = u64::try_from(pass.elapsed().as_micros_ceil()).unwrap_or(u64::MAX);
+            done.us = done.us.saturating_add(us);
             if pm.nr_used() == 0 {
-                done.us = u64::try_from(start.elapsed().as_micros_ceil()).unwrap_or(u64::MAX);
                 return Ok(done);
             }
             if start.elapsed() > EVICT_PATIENCE {
@@ -264,7 +267,8 @@ pub(crate) struct Evicted {
     /// Passes over the pages in use: more than one when some could not
     /// move at first.
     pub(crate) passes: usize,
-    /// Time the eviction took, in microseconds.
+    /// Time the passes took, in microseconds, without the waits between
+    /// them (what is left for later passes is what could not move yet).
     pub(crate) us: u64,
 }
 
