@@ -80,6 +80,13 @@ impl Measurement for FaultPath {
             self.read_delta.pages_copied(),
             0,
         );
+        // A 2 MiB cell measures 2 MiB folios only if every page was in one.
+        if self.cell.pages == Pages::Huge && self.huge_before as i64 != n {
+            why.push(format!(
+                "a 2 MiB-folio cell: {} of {n} pages were PMD-mapped before the prefetch",
+                self.huge_before
+            ));
+        }
         why
     }
 
@@ -151,10 +158,10 @@ impl FaultPath {
             self.delta.detail(),
             self.resident_after,
         );
-        if self.cell.pages == Pages::Huge && self.huge_before < n {
+        if self.cell.pages == Pages::Huge {
             let _ = write!(
                 note,
-                "; only {} of {n} pages were in 2 MiB folios (THP not available?)",
+                "; {} of {n} pages in 2 MiB folios before",
                 self.huge_before
             );
         }

@@ -90,12 +90,16 @@ impl BenchReport {
 
     /// Microseconds per page of every round of the fault path of `size`,
     /// `pages` and `placement`, in measurement order.
+    /// The rounds of a cell whose checks held: a round that failed its
+    /// counter, data or THP checks (which fails the run) measured
+    /// something else, and stays out of the medians.
     fn fault_rounds(&self, size: usize, pages: Pages, placement: Placement) -> Vec<f64> {
         self.fault
             .iter()
             .filter(|f| {
                 f.cell.size == size && f.cell.pages == pages && f.cell.placement == placement
             })
+            .filter(|f| f.check().is_empty())
             .map(FaultPath::us_per_page)
             .collect()
     }
@@ -506,6 +510,27 @@ mod tests {
         }
         let empty = BenchReport::default().markdown();
         assert!(!empty.contains("## "), "{empty}");
+    }
+
+    #[test]
+    fn failed_rounds_stay_out_of_the_medians() {
+        let mut r = report();
+        let first = r.fault.clone();
+        assert!(first.iter().all(|f| f.check().is_empty()));
+        // A second round of each cell, ten times slower, whose RDMA READ
+        // copied pages: it failed its checks and measured something else.
+        for f in &first {
+            let mut bad = FaultPath {
+                round: 1,
+                elapsed: f.elapsed * 10,
+                ..f.clone()
+            };
+            bad.read_delta.pages_to_ram += 1;
+            assert!(!bad.check().is_empty());
+            r.fault.push(bad);
+        }
+        let rounds = r.fault_rounds(MIB4, Pages::Small, Placement::Ram);
+        assert_eq!(rounds, [first[0].us_per_page()]);
     }
 
     #[test]
