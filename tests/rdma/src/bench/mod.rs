@@ -130,13 +130,13 @@ impl Placement {
     }
 }
 
-/// The placements in the order round `round` measures them: as in
-/// [`Placement::ALL`] in even rounds, reversed in odd ones.
+/// The placements in the order round `round` measures them:
+/// [`Placement::ALL`] rotated by one more each round, so that over three
+/// rounds each placement runs first, second and last once.
 pub fn round_order(round: usize) -> [Placement; 3] {
     let mut order = Placement::ALL;
-    if round % 2 == 1 {
-        order.reverse();
-    }
+    let n = order.len();
+    order.rotate_left(round % n);
     order
 }
 
@@ -414,8 +414,8 @@ pub fn run_bench(cfg: &Config, emit: &mut dyn FnMut(Emit<'_>)) -> (BenchReport, 
             RDMA_CHUNK >> 10
         ),
         format!(
-            "fault path: {} round(s) per target, each over every placement, in reverse order \
-             every other round; medians",
+            "fault path: {} round(s) per target, each over every placement, rotated each \
+             round; medians",
             bench.rounds.max(1)
         ),
         format!(
@@ -450,9 +450,9 @@ pub fn run_bench(cfg: &Config, emit: &mut dyn FnMut(Emit<'_>)) -> (BenchReport, 
         for &size in &bench.sizes {
             for &pages in &bench.pages {
                 // Round 0 also runs the pipeline on each target; later
-                // rounds the fault path alone, the placements in reverse
-                // order every other round, so that no placement always
-                // runs first or last.
+                // rounds the fault path alone, the placements rotated
+                // each round, so that no placement always runs in the
+                // same position.
                 for round in 0..bench.rounds.max(1) {
                     for placement in round_order(round) {
                         let cell = Cell {
@@ -557,9 +557,17 @@ mod tests {
         assert_eq!(round_order(0), Placement::ALL);
         assert_eq!(
             round_order(1),
-            [Placement::Migrate, Placement::Alias, Placement::Ram]
+            [Placement::Alias, Placement::Migrate, Placement::Ram]
         );
-        assert_eq!(round_order(2), Placement::ALL);
+        assert_eq!(round_order(3), Placement::ALL);
+        // Over three rounds, every placement in every position once.
+        for p in Placement::ALL {
+            let mut at: Vec<usize> = (0..3)
+                .map(|r| round_order(r).iter().position(|&x| x == p).unwrap())
+                .collect();
+            at.sort();
+            assert_eq!(at, [0, 1, 2], "{p:?}");
+        }
     }
 
     #[test]

@@ -353,9 +353,9 @@ impl BenchReport {
                  *kernel us/fault* is rvram's own accounting (`fault_ns / cpu_faults`) of \
                  serving one fault by migration. An RDMA READ of the whole target then \
                  checks every byte. The first round of each target:\n\n{}\n\
-                 Every round, each on a fresh target and MR, the placements in reverse \
-                 order every other round: the median us/page (lowest-highest), and the \
-                 ratios of the medians.\n\n{}",
+                 Every round, each on a fresh target and MR, the placements rotated \
+                 each round (over three rounds, each runs first, second and last once): \
+                 the median us/page (lowest-highest), and the ratios of the medians.\n\n{}",
                 self.fault_table(),
                 self.fault_median_table()
             );
