@@ -184,7 +184,10 @@ tap_eq "three rounds of unbind, empty and 99 % full, and bind again" 0 "$fails"
 		"all its rounds, the same for both GPUs (per round, what the fuller one" \
 		"has room for, at most 4096 pages or 256 folios). Medians of $runs runs" \
 		"of the run's p50 and p99, in ns, the GPUs in alternating order, after" \
-		"a warm-up run."
+		"a warm-up run. The allocator is deterministic: every round of a run" \
+		"allocates the same folios from the same state, so a p99 is over N" \
+		"timings of N / rounds distinct allocations, each timed once a round" \
+		"(the rounds repeat samples, they do not draw new ones)."
 	echo
 	echo "| VRAM | fill | 4 KiB p50 | 4 KiB p99 | N | 2 MiB p50 | 2 MiB p99 | N |"
 	echo "|---|---|---:|---:|---:|---:|---:|---:|"
