@@ -22,6 +22,10 @@
 #include <linux/rcupdate.h>
 #include <linux/refcount.h>
 #include <linux/slab.h>
+#include <linux/mm.h>
+#include <linux/mmdebug.h>
+#include <linux/vmalloc.h>
+#include <linux/workqueue.h>
 #include <linux/string.h>
 #include <linux/uaccess.h>
 
@@ -144,6 +148,73 @@ static noinline void splat_rcu_stall(void)
 	rcu_read_unlock();
 }
 
+static noinline void splat_alloc_fail(void)
+{
+	/* mm/vmalloc.c: warn_alloc(), as a failed page allocation prints it. */
+	void *p = vmalloc((totalram_pages() + 1) << PAGE_SHIFT);
+
+	vfree(p);
+}
+
+static noinline void splat_dump_page(void)
+{
+	struct page *page = alloc_page(GFP_KERNEL);
+
+	/* mm/debug.c: "page dumped because: ...", as VM_WARN_ON_PAGE prints. */
+	if (page)
+		dump_page(page, "rvram_splat: a page dumped as VM_WARN_ON_PAGE does");
+	if (page)
+		__free_page(page);
+}
+
+/*
+ * A work item that keeps its worker busy (it reschedules, so no soft
+ * lockup) while another one waits behind it on the same CPU's pool:
+ * the workqueue watchdog (workqueue.watchdog_thresh, lowered to 1 s by
+ * splat.sh) reports the pool as stuck.
+ */
+static void busy_work_fn(struct work_struct *work)
+{
+	unsigned long end = jiffies + msecs_to_jiffies(BUSY_MS);
+
+	while (time_before(jiffies, end))
+		cond_resched();
+}
+
+static void waiting_work_fn(struct work_struct *work)
+{
+}
+
+static DECLARE_WORK(busy_work, busy_work_fn);
+static DECLARE_WORK(waiting_work, waiting_work_fn);
+
+static noinline void splat_wq_lockup(void)
+{
+	int cpu = cpumask_first(cpu_online_mask);
+
+	schedule_work_on(cpu, &busy_work);
+	schedule_work_on(cpu, &waiting_work);
+	/*
+	 * Not flush_work(): its wait in D state would be reported as a hung
+	 * task, whose printing touches the workqueue watchdog.
+	 */
+	while (work_busy(&busy_work) || work_busy(&waiting_work))
+		msleep_interruptible(100);
+}
+
+/*
+ * Ends the boot (the guest runs with oops=panic): VM_BUG_ON_PAGE() dumps
+ * the page, BUG()s, and the oops panics. splat.sh triggers it last.
+ */
+static noinline void splat_vm_bug(void)
+{
+	struct page *page = alloc_page(GFP_KERNEL);
+
+	VM_BUG_ON_PAGE(page, page);
+	if (page)
+		__free_page(page);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -158,6 +229,10 @@ static const struct {
 	{ "soft-lockup", splat_softlockup },
 	{ "hard-lockup", splat_hardlockup },
 	{ "rcu-stall", splat_rcu_stall },
+	{ "alloc-fail", splat_alloc_fail },
+	{ "dump-page", splat_dump_page },
+	{ "wq-lockup", splat_wq_lockup },
+	{ "vm-bug", splat_vm_bug },
 };
 
 static ssize_t trigger_write(struct file *file, const char __user *ubuf, size_t len,

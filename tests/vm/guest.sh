@@ -292,3 +292,10 @@ esac
 
 dmesg > "$R/dmesg.txt"
 sync
+
+# The splat plan's kinds that end the boot, once the log is saved: the
+# console has their reports (`rvram splat-check`).
+if [ "$plan" = splat ]; then
+	insmod "$RVRAM_TOP/tests/splat/rvram_splat.ko" &&
+		echo vm-bug > /sys/kernel/debug/rvram_splat/trigger
+fi

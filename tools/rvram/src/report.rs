@@ -50,6 +50,12 @@ const SPLAT_MARKERS: &[&str] = &[
     "general protection fault",
     "RIP:",
     "Kernel panic",
+    // mm/debug.c dump_page(): VM_BUG_ON_PAGE(), VM_WARN_ON_*_PAGE/FOLIO(),
+    // bad page state and KASAN print it.
+    "page dumped because:",
+    // mm/page_alloc.c warn_alloc() from the page allocator (is_splat()
+    // catches its other callers by the format they share).
+    "page allocation failure",
     // Before every WARN() and BUG() (CUT_HERE) and UBSAN's reports: still
     // there when the header line after it is mangled on the console.
     "[ cut here ]",
@@ -704,6 +710,8 @@ fn is_splat(line: &str) -> bool {
     SPLAT_MARKERS.iter().any(|marker| line.contains(marker))
         // WARN_ON() since Linux 6.19: "WARNING: file:line at func, CPU#0: comm/pid".
         || (line.contains("WARNING: ") && line.contains(", CPU#"))
+        // warn_alloc(): "comm: what failed, mode:0x...(...), nodemask=...".
+        || (line.contains(", mode:0x") && line.contains(", nodemask="))
 }
 
 /// Whether `line` is the title of a report under the banner `prev`: lockdep

@@ -8,7 +8,9 @@
 //! ([`crate::report`]): each kind must be found in its own part, by the
 //! line that heads its report, and nothing may be found before the first
 //! trigger. A marker that no longer matches what the kernel prints (a
-//! reworded lockdep title, a new WARN format) fails this check.
+//! reworded lockdep title, a new WARN format) fails this check. The kinds
+//! that end the boot ([`FATAL_KINDS`]) come after the guest saved its log:
+//! they are found in the console.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -48,7 +50,61 @@ pub const KINDS: &[(&str, &[&str])] = &[
             "self-detected stall on CPU",
         ],
     ),
+    // mm/page_alloc.c warn_alloc(), here from mm/vmalloc.c.
+    ("alloc-fail", &["vmalloc error: size"]),
+    // mm/debug.c dump_page(), as VM_WARN_ON_PAGE() and friends print it.
+    ("dump-page", &["page dumped because: rvram_splat"]),
+    // kernel/workqueue.c wq_watchdog_timer_fn().
+    ("wq-lockup", &["BUG: workqueue lockup"]),
 ];
+
+/// The kinds that end the boot, triggered by tests/vm/guest.sh after the
+/// log was saved, and the texts that lines the scan finds in the console
+/// after the trigger must hold, every one of them.
+pub const FATAL_KINDS: &[(&str, &[&str])] = &[
+    // VM_BUG_ON_PAGE(): the page dump, BUG(), and the panic of oops=panic.
+    (
+        "vm-bug",
+        &[
+            "page dumped because: VM_BUG_ON_PAGE",
+            "kernel BUG at",
+            "Kernel panic - not syncing",
+        ],
+    ),
+];
+
+/// Checks the console of a `splat` run for [`FATAL_KINDS`].
+pub fn check_console(console: &str) -> Vec<Point> {
+    let lines: Vec<&str> = console.lines().collect();
+    let mut out = Vec::new();
+    for (kind, wanted) in FATAL_KINDS {
+        let name = format!("{kind}: the scan finds the kernel's report in the console");
+        let trigger = format!("{TRIGGER}{kind}");
+        let Some(k) = lines.iter().position(|l| l.trim_end().ends_with(&trigger)) else {
+            out.push(Point {
+                name,
+                ok: false,
+                detail: "never triggered".into(),
+            });
+            continue;
+        };
+        let found = report::splats(&lines[k + 1..].join("\n"));
+        let missing: Vec<&&str> = wanted
+            .iter()
+            .filter(|w| !found.iter().any(|s| s.text.contains(**w)))
+            .collect();
+        out.push(Point {
+            name,
+            ok: missing.is_empty(),
+            detail: if missing.is_empty() {
+                format!("{} splat line(s)", found.len())
+            } else {
+                format!("{} splat line(s), none with {missing:?}", found.len())
+            },
+        });
+    }
+    out
+}
 
 const TRIGGER: &str = "rvram_splat: trigger ";
 
@@ -125,6 +181,8 @@ pub fn run(dir: &Path) -> io::Result<(String, bool)> {
         Err(e) => return Err(e),
     };
     let mut points = check_log(&log);
+    let console = fs::read_to_string(dir.join("console.log")).unwrap_or_default();
+    points.extend(check_console(&console));
     let rc = fs::read_to_string(dir.join("suites/splat.rc")).unwrap_or_default();
     points.push(Point {
         name: "the guest triggered every kind (suites/splat.tap)".into(),
@@ -162,6 +220,9 @@ mod tests {
         "watchdog: BUG: soft lockup - CPU#0 stuck for 3s! [sh:200]",
         "watchdog: CPU1: Watchdog detected hard LOCKUP on cpu 0",
         "rcu: INFO: rcu_preempt self-detected stall on CPU",
+        "sh: vmalloc error: size 25769803776, exceeds total pages, mode:0xcc0(GFP_KERNEL), nodemask=(null),cpuset=/,mems_allowed=0",
+        "page dumped because: rvram_splat: a page dumped as VM_WARN_ON_PAGE does",
+        "BUG: workqueue lockup - pool cpus=0 node=0 flags=0x0 nice=0 stuck for 5s!",
     ];
 
     fn all() -> Vec<(&'static str, &'static str)> {
@@ -213,6 +274,23 @@ mod tests {
         let points = check_log(&log_with(&all));
         let bad: Vec<_> = points.iter().filter(|p| !p.ok).map(|p| &p.name).collect();
         assert_eq!(bad.len(), 2, "{points:#?}");
+    }
+
+    #[test]
+    fn the_fatal_kinds_are_found_in_the_console_whole() {
+        let console = "[  100.0] rvram_splat: trigger vm-bug\n\
+            [  100.1] page dumped because: VM_BUG_ON_PAGE(page)\n\
+            [  100.1] kernel BUG at tests/splat/rvram_splat.c:190!\n\
+            [  100.2] Kernel panic - not syncing: Fatal exception\n";
+        let points = check_console(console);
+        assert!(points.iter().all(|p| p.ok), "{points:#?}");
+        // The panic missing (a guest that hung after the BUG) fails.
+        let cut: String = console.lines().take(3).map(|l| format!("{l}\n")).collect();
+        let points = check_console(&cut);
+        assert!(!points[0].ok);
+        assert!(points[0].detail.contains("Kernel panic"), "{points:#?}");
+        // So does a console without the trigger.
+        assert_eq!(check_console("")[0].detail, "never triggered");
     }
 
     #[test]

@@ -927,6 +927,22 @@ fn the_reports_of_the_dmirror_fuzz_bug_are_splats() {
 }
 
 #[test]
+fn allocation_failures_and_page_dumps_are_splats() {
+    // warn_alloc() from the page allocator and from vmalloc, and a page
+    // dump without a WARN around it (VM_WARN_ON_PAGE's first line).
+    for line in [
+        "kworker/0:1: page allocation failure: order:9, mode:0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), nodemask=(null),cpuset=/,mems_allowed=0",
+        "rvram-stress: vmalloc error: size 4294967296, exceeds total pages, mode:0xdc0(GFP_KERNEL|__GFP_ZERO), nodemask=(null),cpuset=/,mems_allowed=0",
+        "page dumped because: VM_WARN_ON_ONCE_FOLIO(!folio_test_locked(folio))",
+    ] {
+        let found = splats(&dmesg(&format!("{line}\n")));
+        assert_eq!(found.len(), 1, "{line}");
+    }
+    // A mode and a nodemask alone are no allocation failure.
+    assert_eq!(splats(&dmesg("hmm: mode:0x1 set\n")), []);
+}
+
+#[test]
 fn skips_are_named_not_only_counted() {
     // The right count, but one skip is not the one declared: a new skip
     // took the place of an old one.
