@@ -61,9 +61,6 @@ single)
 	# not an ivshmem GPU, assigned to rvram, skips.
 	expect_skips rvram-probe 1 "a device that is not an ivshmem GPU, assigned to rvram, stays unbound"
 	run_suite rvram-probe "$T/rvram-probe.sh"
-	# Every slab allocation of a bind failing in turn, both drivers.
-	expect rvram-probe-fail
-	run_suite rvram-probe-fail "$T/rvram-probe-fail.sh"
 	# A VRAM-sized buffer object does not stall another user's ioctls.
 	expect rvram-share
 	run_suite rvram-share "$T/rvram-share.sh"
