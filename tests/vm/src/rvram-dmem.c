@@ -198,6 +198,19 @@ static long in_vram(int fd, unsigned char *p, size_t len)
 	return n;
 }
 
+/* Pages of [p, p + len) mapped by a PMD, by SNAPSHOT through `fd`. */
+static long pmd_mapped(int fd, unsigned char *p, size_t len)
+{
+	static unsigned char snap[2 * MIB / PAGE];
+	long n = 0;
+
+	if (dmirror(fd, HMM_DMIRROR_SNAPSHOT, p, snap, len / PAGE))
+		return -1;
+	for (size_t i = 0; i < len / PAGE; i++)
+		n += !!(snap[i] & HMM_DMIRROR_PROT_PMD);
+	return n;
+}
+
 static int all_bytes(const unsigned char *p, size_t len, int byte)
 {
 	for (size_t i = 0; i < len; i++)
@@ -270,15 +283,24 @@ static void migrated(void)
 	    held());
 	munmap(p + 64 * PAGE, 2 * MIB - 64 * PAGE);
 
-	/* A THP (where the kernel makes one) split in VRAM: freed page by page. */
+	/*
+	 * A THP split in VRAM: freed page by page. The case is one only if
+	 * the buffer is PMD-mapped before (a THP in system memory) and after
+	 * the migration (a device THP), which SNAPSHOT's PROT_PMD says.
+	 */
 	tap(set_max("2M") == 0, "migrated: dmem.max 2 MiB");
 	t = region_of(2 * MIB, MADV_HUGEPAGE, 0x3c);
 	fd = open(dev, O_RDWR);
+	n = fd >= 0 && t ? pmd_mapped(fd, t, 2 * MIB) : -1;
+	tap(n == 2 * MIB / PAGE, "migrated: the 2 MiB buffer is a THP (%ld of 512 pages PMD-mapped)",
+	    n);
 	e = t && fd >= 0 ? dmirror(fd, HMM_DMIRROR_MIGRATE_TO_DEV, t, out, 2 * MIB / PAGE) : -1;
 	n = fd >= 0 && t ? in_vram(fd, t, 2 * MIB) : -1;
 	tap(e == 0 && n == 2 * MIB / PAGE && held() == (long long)(2 * MIB),
 	    "migrated: a 2 MiB THP into VRAM, charged (%d, %ld pages, dmem.current %lld)", e, n,
 	    held());
+	n = fd >= 0 && t ? pmd_mapped(fd, t, 2 * MIB) : -1;
+	tap(n == 2 * MIB / PAGE, "migrated: ... as a device THP (%ld of 512 pages PMD-mapped)", n);
 	if (t)
 		munmap(t + MIB, MIB);
 	/*
