@@ -9,6 +9,8 @@
 #   make demo         boot a guest with emulated GPUs and show rvram at work
 #   make bench        migration throughput, rvram vs test_hmm (non-debug kernel)
 #   make soak         the stress suite for an hour (debug kernel; not in check)
+#   make coverage     kernel coverage (KCOV) of the stress, race and fuzz
+#                     suites: results/coverage/coverage.md (not in check)
 #   make pyverbs-baseline
 #                     record rdma-core's ODP tests on the stock kernel
 #   make series       regenerate patches/<series>/ from series/
@@ -27,8 +29,8 @@ export RVRAM_CACHE
 KDIR ?= $(RVRAM_CACHE)/build/debug
 KMAKE := $(CURDIR)/tools/kmake.sh
 
-.PHONY: all modules clean check demo bench soak pyverbs-baseline series series-cc check-series \
-	check-bisect \
+.PHONY: all modules clean check demo bench soak coverage pyverbs-baseline series series-cc check-series \
+	check-bisect check-fixes \
 	checkpatch kernel deps clippy fmt tool
 
 all: modules
@@ -81,6 +83,9 @@ bench:
 
 soak:
 	tools/soak.sh
+
+coverage:
+	tools/coverage.sh
 
 pyverbs-baseline:
 	tools/pyverbs-baseline.sh

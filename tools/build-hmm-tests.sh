@@ -27,6 +27,7 @@ fi
 # version of the source (a checkout of another commit) can be newer than
 # the source it is compared with.
 headers=("$RVRAM_TOP/tests/vm/src/dmirror.h" "$RVRAM_TOP/tests/vm/src/rvram-bo.h"
+	"$RVRAM_TOP/tests/vm/src/kcov.h"
 	"$RVRAM_TOP/tests/odp-dma/odp_dma_uapi.h"
 	"$RVRAM_TOP/drivers/rvram/include/uapi/misc/rvram.h")
 # They go to this checkout's target/: another checkout (a clean clone's CI

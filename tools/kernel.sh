@@ -5,7 +5,8 @@
 #   tools/kernel.sh VARIANT COMMIT
 #
 # VARIANT is "debug" (KASAN, lockdep, DEBUG_VM: the test kernel),
-# "nodebug" (benchmarks only), "stock" (the debug config for the base
+# "nodebug" (benchmarks only), "kcov" (the debug config with KCOV: make
+# coverage), "stock" (the debug config for the base
 # commit, for baselines) or "bisect" (the debug config in a source checkout
 # and object tree of its own, which make check-bisect moves from patch to
 # patch without disturbing the test kernel). COMMIT is a commit in the base repository
@@ -31,6 +32,7 @@ bisect)
 	src=$RVRAM_CACHE/src/bisect
 	;;
 nodebug) frags=("$cfgdir/rvram-debug.config" "$cfgdir/rvram-nodebug.config") ;;
+kcov) frags=("$cfgdir/rvram-debug.config" "$cfgdir/rvram-kcov.config") ;;
 # The debug config on the base commit, without the series (its options are
 # skipped where the base has no such symbol): make pyverbs-baseline.
 stock)

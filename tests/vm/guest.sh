@@ -197,6 +197,25 @@ soak)
 		unset RVRAM_STRESS_SEED
 	done
 	;;
+coverage)
+	# make coverage (the KCOV kernel; not make check): which basic blocks
+	# of the migration code the project's stress and race suites reach,
+	# next to the dmirror fuzz, each suite's processes traced by
+	# tests/vm/src/kcov.h into $R/kcov/SUITE (`rvram coverage` counts
+	# them). rvram-stress without its unbind test, which reloads rvram
+	# under the traced process (its PCs could not be placed).
+	mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
+	traced() {
+		mkdir -p "$R/kcov/$1"
+		RVRAM_KCOV_DIR=$R/kcov/$1 run_suite "$@"
+	}
+	expect rvram-stress hmm-race-rvram hmm-race-test_hmm dmirror-fuzz-rvram dmirror-fuzz-test_hmm
+	RVRAM_STRESS_ONLY="race cow exhaust kill fuzz" traced rvram-stress "$T/rvram-stress.sh"
+	traced hmm-race-rvram "$T/hmm-race.sh" rvram 60
+	traced hmm-race-test_hmm "$T/hmm-race.sh" test_hmm 60
+	traced dmirror-fuzz-rvram "$T/dmirror-fuzz.sh" rvram "${RVRAM_FUZZ_SECONDS:-90}"
+	traced dmirror-fuzz-test_hmm "$T/dmirror-fuzz.sh" test_hmm "${RVRAM_FUZZ_SECONDS:-90}"
+	;;
 pyverbs-stock)
 	# rdma-core's ODP tests on the stock kernel: make pyverbs-baseline.
 	expect pyverbs-odp

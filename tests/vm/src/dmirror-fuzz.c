@@ -38,6 +38,7 @@
 #include <time.h>
 
 #include "dmirror.h"
+#include "kcov.h"
 
 #define PAGES 64
 #define REGION (PAGES * PAGE)

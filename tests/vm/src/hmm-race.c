@@ -80,6 +80,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kcov.h"
+
 struct hmm_dmirror_cmd {
 	uint64_t addr, ptr, npages, cpages, faults;
 };

@@ -92,6 +92,7 @@
 #include <unistd.h>
 
 #include "dmirror.h"
+#include "kcov.h"
 #include "../../odp-dma/odp_dma_uapi.h"
 #include "../../../drivers/rvram/include/uapi/misc/rvram.h"
 

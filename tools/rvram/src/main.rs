@@ -18,6 +18,9 @@
 //!                         and its CPU mapping benchmark: DIR/bench-cpumap.svg
 //! rvram splat-check DIR   the harness's own test: every kind of kernel report
 //!                         in a run of the `splat` plan is found
+//! rvram coverage DIR KOBJ RVRAM_KO
+//!                         the kernel coverage of a `make coverage` run:
+//!                         DIR/coverage.md
 //! rvram ktap-corpus DIR   the KTAP parser against kunit_parser.py on the
 //!                         kernel's corpus (DIR: tools/testing/kunit)
 //! ```
@@ -27,6 +30,7 @@
 //! leaves it.
 
 pub mod benchplot;
+pub mod coverage;
 pub mod cpumap;
 pub mod kmemleak;
 pub mod ktap;
@@ -39,7 +43,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 const USAGE: &str =
-    "usage: rvram series {export [SIGNOFF]|check|apply|commits|cc} | rvram report DIR | rvram bench-plot DIR | rvram splat-check DIR | rvram ktap-corpus DIR";
+    "usage: rvram series {export [SIGNOFF]|check|apply|commits|cc} | rvram report DIR | rvram bench-plot DIR | rvram coverage DIR KOBJ RVRAM_KO | rvram splat-check DIR | rvram ktap-corpus DIR";
 
 fn cache_dir() -> PathBuf {
     if let Some(c) = std::env::var_os("RVRAM_CACHE") {
@@ -149,6 +153,10 @@ fn main() -> ExitCode {
                 let ok = s.ok();
                 (s.to_string(), ok)
             }),
+        ),
+        ["coverage", dir, kobj, ko] => verdict(
+            dir,
+            coverage::run(Path::new(dir), Path::new(kobj), Path::new(ko)),
         ),
         ["splat-check", dir] => verdict(dir, splatcheck::run(Path::new(dir))),
         ["ktap-corpus", dir] => verdict(
