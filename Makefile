@@ -18,6 +18,8 @@
 #                     submitter, to send; never commit those)
 #   make series-cc    print the To: and Cc: of each series
 #   make check-bisect build the series patch by patch (slow)
+#   make check-fixes  each fix of tests/fixes/fixes.txt fails without it
+#                     (slow; results/fixes/summary.md)
 #   make checkpatch   scripts/checkpatch.pl --strict on patches/
 #   make kernel       fetch the base and build the debug test kernel
 #   make deps         install the toolchain
@@ -68,6 +70,9 @@ check-series: tool
 
 check-bisect: deps tool
 	tools/check-bisect.sh
+
+check-fixes: deps tool
+	tools/check-fixes.sh
 
 checkpatch: tool
 	tools/checkpatch.sh

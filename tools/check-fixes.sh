@@ -1,0 +1,74 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# `make check-fixes` (not part of make check): each fix of
+# tests/fixes/fixes.txt shown failing without it. For each, a worktree of
+# the tree just before the fix, with HEAD's tests/ (the reproducer may be
+# newer than the fix); the debug kernel built from that tree's series when
+# the fix is in the kernel (tools/kernel.sh bisect: an object tree of its
+# own), or HEAD's debug kernel for a fix in the driver alone; that tree's
+# module; then the fix's reproducer plan, once per seed. Every run's
+# `rvram report` must fail and show the fix's pattern. HEAD passes the
+# same reproducers in make check. Results: results/fixes/<name>[-<seed>]/
+# and results/fixes/summary.md.
+#
+#   tools/check-fixes.sh [NAME...]     default: every fix
+set -euo pipefail
+. "$(dirname "$0")/env.sh"
+cd "$RVRAM_TOP"
+tools/install-deps.sh
+cargo build --release --locked -q -p rvram-tool -p rvram-rdma-test
+rvram=$RVRAM_TOP/target/release/rvram
+tools/fetch-kernel.sh
+debug=$(tools/kernel.sh debug "$("$rvram" series apply)")
+tests_of=$(git rev-parse HEAD)
+out=$RVRAM_TOP/results/fixes
+mkdir -p "$out"
+summary=$out/summary.md
+printf '| fix | commit | run | without the fix | shows |\n|---|---|---|---|---|\n' > "$summary"
+fail=0
+while IFS='|' read -r name commit kernel plan opts seeds expect; do
+	name=$(echo $name)
+	case $name in "" | "#"*) continue ;; esac
+	if [ $# -gt 0 ] && [[ " $* " != *" $name "* ]]; then
+		continue
+	fi
+	commit=$(echo $commit) kernel=$(echo $kernel)
+	plan=$(echo $plan) seeds=$(echo $seeds) expect=$(echo "$expect" | sed 's/^ *//; s/ *$//')
+	first=${commit##* }
+	log "fix $name: the tree before $first ($(git log -1 --format=%s "$first"))"
+	wt=$RVRAM_CACHE/fixes/$name
+	git worktree remove -f "$wt" 2>/dev/null || rm -rf "$wt"
+	git worktree add -q --detach "$wt" "$first^"
+	git -C "$wt" checkout -q "$tests_of" -- tests
+	kobj=$debug
+	if [ "$kernel" = yes ]; then
+		head=$(cd "$wt" && "$rvram" series apply)
+		kobj=$(tools/kernel.sh bisect "$head")
+	fi
+	make -s -C "$wt" KDIR="$kobj" modules
+	"$wt/tools/build-hmm-tests.sh" "$kobj" > /dev/null
+	[ "$seeds" = - ] && seeds=0
+	for seed in $seeds; do
+		res=$out/$name
+		[ "$seed" = 0 ] || res=$out/$name-$seed
+		rm -rf "$res"
+		# shellcheck disable=SC2086
+		RVRAM_FUZZ_SEED=${seed#0} RVRAM_STRESS_SEED=${seed#0} \
+			"$wt/tools/vm.sh" --kernel "$kobj" $opts --timeout 1800 "$plan" "$res" || true
+		if "$rvram" report "$res" > "$res.report"; then
+			verdict="passed: the reproducer does not fail"
+			fail=1
+		elif grep -qE "$expect" "$res.report"; then
+			verdict=fails
+		else
+			verdict="fails, but not as expected"
+			fail=1
+		fi
+		shown=$(grep -oE "$expect" "$res.report" | head -1 || true)
+		echo "| $name | $commit | ${seed/#0/-} | $verdict | ${shown:-$(tail -1 "$res.report")} |" >> "$summary"
+		log "fix $name (seed $seed): $verdict"
+	done
+	git worktree remove -f "$wt"
+done < tests/fixes/fixes.txt
+cat "$summary"
+exit $fail
