@@ -185,8 +185,9 @@ static unsigned char *region_of(size_t len, int advice, int byte)
 /* SNAPSHOT's mark of a page in this GPU's VRAM: private unless coherent. */
 static unsigned char vram_mark = HMM_DMIRROR_PROT_DEV_PRIVATE_LOCAL;
 
-/* Pages of [p, p + len) in this GPU's VRAM, by SNAPSHOT through `fd`. */
-static long in_vram(int fd, unsigned char *p, size_t len)
+/* Pages of [p, p + len) whose SNAPSHOT byte, masked with `mask`, is `want`. */
+static long snapshot_count(int fd, unsigned char *p, size_t len, unsigned char mask,
+			   unsigned char want)
 {
 	static unsigned char snap[2 * MIB / PAGE];
 	long n = 0;
@@ -194,21 +195,20 @@ static long in_vram(int fd, unsigned char *p, size_t len)
 	if (dmirror(fd, HMM_DMIRROR_SNAPSHOT, p, snap, len / PAGE))
 		return -1;
 	for (size_t i = 0; i < len / PAGE; i++)
-		n += (snap[i] & 0xf0) == vram_mark;
+		n += (snap[i] & mask) == want;
 	return n;
 }
 
-/* Pages of [p, p + len) mapped by a PMD, by SNAPSHOT through `fd`. */
+/* Pages of [p, p + len) in this GPU's VRAM. */
+static long in_vram(int fd, unsigned char *p, size_t len)
+{
+	return snapshot_count(fd, p, len, 0xf0, vram_mark);
+}
+
+/* Pages of [p, p + len) mapped by a PMD. */
 static long pmd_mapped(int fd, unsigned char *p, size_t len)
 {
-	static unsigned char snap[2 * MIB / PAGE];
-	long n = 0;
-
-	if (dmirror(fd, HMM_DMIRROR_SNAPSHOT, p, snap, len / PAGE))
-		return -1;
-	for (size_t i = 0; i < len / PAGE; i++)
-		n += !!(snap[i] & HMM_DMIRROR_PROT_PMD);
-	return n;
+	return snapshot_count(fd, p, len, HMM_DMIRROR_PROT_PMD, HMM_DMIRROR_PROT_PMD);
 }
 
 static int all_bytes(const unsigned char *p, size_t len, int byte)
