@@ -122,6 +122,15 @@ rc=$?
 tap_relay "rvram2 zerocopy: " "$(cat /tmp/rvram-coherent-zerocopy.out)"
 tap_eq "rvram-coherent zerocopy exited cleanly" 0 "$rc"
 
+# A long-term pin (io_uring fixed buffers: FOLL_LONGTERM) of coherent
+# pages: GUP moves them to system memory first, and the pinned pages are
+# the ones the CPU maps (migrate_device_coherent_folio(), which no other
+# test reaches).
+tap_bounded 120 /tmp/rvram-coherent-longterm.out "$RVRAM_GUEST_BIN/rvram-coherent" /dev/rvram2 longterm
+rc=$?
+tap_relay "rvram2 longterm pin: " "$(cat /tmp/rvram-coherent-longterm.out)"
+tap_eq "rvram-coherent longterm exited cleanly" 0 "$rc"
+
 tap_check "rmmod rvram" rmmod rvram
 tap_check "BAR2 is released on rmmod" test "$(grep -ci 'device-coherent' /proc/iomem)" -eq 0
 tap_done

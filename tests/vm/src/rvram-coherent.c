@@ -9,6 +9,7 @@
  *   rvram-coherent /dev/rvramN
  *   rvram-coherent /dev/rvramN pin-unbind PCI_ADDRESS
  *   rvram-coherent /dev/rvramN zerocopy
+ *   rvram-coherent /dev/rvramN longterm
  *
  * N must be a device-coherent GPU. The second form pins a page of VRAM in
  * a pipe and unbinds the GPU (PCI_ADDRESS) under it: the unbind must
@@ -18,16 +19,22 @@
  * at once: the ACK that frees the sender's skb, in softirq, drops the last
  * reference to the pages, and the GPU's folio_free runs there (it took a
  * lock that process context takes with softirqs enabled: lockdep's
- * "inconsistent lock state", which fails the run, until the fix). Prints
- * TAP.
+ * "inconsistent lock state", which fails the run, until the fix). The
+ * fourth takes a long-term pin (FOLL_LONGTERM: io_uring's fixed buffers)
+ * of device-coherent pages: core mm must move them to system memory first
+ * (migrate_device_coherent_folio()), as a GPU could not migrate them away
+ * from under the pin, and the pinned buffer must then be what the CPU maps.
+ * Prints TAP.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <linux/errqueue.h>
+#include <linux/io_uring.h>
 #include <netinet/in.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 
 #include "dmirror.h"
@@ -321,6 +328,155 @@ static int zerocopy(const char *dev)
 	return failed ? 1 : 0;
 }
 
+/* An io_uring with its rings mapped: enough for one request at a time. */
+struct ring {
+	int fd;
+	unsigned int *sq_tail, *sq_mask, *sq_array, *cq_head, *cq_tail, *cq_mask;
+	struct io_uring_sqe *sqes;
+	struct io_uring_cqe *cqes;
+};
+
+static int ring_init(struct ring *r)
+{
+	struct io_uring_params p = { 0 };
+	size_t sq_size, cq_size;
+	char *sq, *cq;
+
+	r->fd = syscall(__NR_io_uring_setup, 4, &p);
+	if (r->fd < 0)
+		return -1;
+	sq_size = p.sq_off.array + p.sq_entries * sizeof(unsigned int);
+	cq_size = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
+	sq = mmap(NULL, sq_size, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, IORING_OFF_SQ_RING);
+	cq = mmap(NULL, cq_size, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, IORING_OFF_CQ_RING);
+	r->sqes = mmap(NULL, p.sq_entries * sizeof(struct io_uring_sqe), PROT_READ | PROT_WRITE,
+		       MAP_SHARED, r->fd, IORING_OFF_SQES);
+	if (sq == MAP_FAILED || cq == MAP_FAILED || r->sqes == MAP_FAILED)
+		return -1;
+	r->sq_tail = (unsigned int *)(sq + p.sq_off.tail);
+	r->sq_mask = (unsigned int *)(sq + p.sq_off.ring_mask);
+	r->sq_array = (unsigned int *)(sq + p.sq_off.array);
+	r->cq_head = (unsigned int *)(cq + p.cq_off.head);
+	r->cq_tail = (unsigned int *)(cq + p.cq_off.tail);
+	r->cq_mask = (unsigned int *)(cq + p.cq_off.ring_mask);
+	r->cqes = (struct io_uring_cqe *)(cq + p.cq_off.cqes);
+	return 0;
+}
+
+/* Runs one request and returns its result (a byte count or -errno). */
+static int ring_run(struct ring *r, const struct io_uring_sqe *sqe)
+{
+	unsigned int tail = *r->sq_tail, idx = tail & *r->sq_mask, head;
+	int res;
+
+	r->sqes[idx] = *sqe;
+	r->sq_array[idx] = idx;
+	__atomic_store_n(r->sq_tail, tail + 1, __ATOMIC_RELEASE);
+	if (syscall(__NR_io_uring_enter, r->fd, 1, 1, IORING_ENTER_GETEVENTS, NULL, 0) < 0)
+		return -errno;
+	head = *r->cq_head;
+	if (head == __atomic_load_n(r->cq_tail, __ATOMIC_ACQUIRE))
+		return -EAGAIN;
+	res = r->cqes[head & *r->cq_mask].res;
+	__atomic_store_n(r->cq_head, head + 1, __ATOMIC_RELEASE);
+	return res;
+}
+
+/* How many of the NPAGES pages at BUF are coherent pages of this GPU. */
+static size_t coherent_in(int fd, unsigned char *buf, size_t npages)
+{
+	unsigned char snap[64];
+
+	return npages <= sizeof(snap) ? coherent_pages(fd, buf, snap, npages) : 0;
+}
+
+static int longterm(const char *dev)
+{
+	const size_t npages = 64, pinned = 16, size = npages * PAGE, psize = pinned * PAGE;
+	unsigned char *buf, *mirror, *out;
+	struct hmm_dmirror_cmd cmd = { 0 };
+	struct io_uring_sqe sqe;
+	long long resident;
+	struct iovec iov;
+	struct ring ring = { .fd = -1 };
+	char stats[128], what[160];
+	int fd, mfd, r;
+	size_t i;
+
+	snprintf(stats, sizeof(stats), "/sys/kernel/debug/rvram/%s/stats", dev + 5);
+	fd = open(dev, O_RDWR);
+	mfd = memfd_create("rvram-longterm", 0);
+	buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	mirror = malloc(size);
+	out = malloc(psize);
+	r = ring_init(&ring);
+	check(fd >= 0 && mfd >= 0 && buf != MAP_FAILED && mirror && out && r == 0,
+	      "longterm: open the GPU, a memfd and an io_uring");
+	if (fd < 0 || mfd < 0 || buf == MAP_FAILED || !mirror || !out || r) {
+		printf("1..%d\n", n);
+		return 1;
+	}
+	madvise(buf, size, MADV_NOHUGEPAGE);
+	for (i = 0; i < size; i++)
+		buf[i] = pattern(i, 5);
+	resident = counter(stats, "pages_resident");
+	cmd = (struct hmm_dmirror_cmd){ .addr = (uintptr_t)buf, .ptr = (uintptr_t)mirror,
+					.npages = npages };
+	r = ioctl(fd, HMM_DMIRROR_MIGRATE_TO_DEV, &cmd);
+	check(r == 0 && coherent_in(fd, buf, npages) == npages,
+	      "longterm: 64 pages migrated to coherent VRAM");
+
+	/* io_uring pins fixed buffers with FOLL_LONGTERM. */
+	iov = (struct iovec){ .iov_base = buf, .iov_len = psize };
+	r = syscall(__NR_io_uring_register, ring.fd, IORING_REGISTER_BUFFERS, &iov, 1);
+	check(r == 0, "longterm: register the first 16 pages as an io_uring fixed buffer");
+	check(coherent_in(fd, buf, pinned) == 0,
+	      "longterm: the 16 pinned pages were moved to system memory (SNAPSHOT)");
+	check(coherent_in(fd, buf + psize, npages - pinned) == npages - pinned,
+	      "longterm: the 48 others are still in VRAM");
+	snprintf(what, sizeof(what), "longterm: pages_resident is %lld + 48 (%lld)", resident,
+		 counter(stats, "pages_resident"));
+	check(counter(stats, "pages_resident") == resident + (long long)(npages - pinned), what);
+	check(mismatches(buf, size, 5) == 0, "longterm: data intact in both");
+
+	/* The pinned pages are the ones the CPU maps: its writes reach them. */
+	for (i = 0; i < psize; i++)
+		buf[i] = pattern(i, 6);
+	memset(&sqe, 0, sizeof(sqe));
+	sqe.opcode = IORING_OP_WRITE_FIXED;
+	sqe.fd = mfd;
+	sqe.addr = (uintptr_t)buf;
+	sqe.len = psize;
+	sqe.buf_index = 0;
+	r = ring_run(&ring, &sqe);
+	memset(out, 0, psize);
+	snprintf(what, sizeof(what), "longterm: WRITE_FIXED from the pinned buffer wrote 64 KiB (%d)", r);
+	check(r == (int)psize, what);
+	check(pread(mfd, out, psize, 0) == (ssize_t)psize && mismatches(out, psize, 6) == 0,
+	      "longterm: ... what the CPU wrote after the pin");
+
+	/* A migration cannot take pinned pages back into VRAM. */
+	cmd = (struct hmm_dmirror_cmd){ .addr = (uintptr_t)buf, .ptr = (uintptr_t)mirror,
+					.npages = pinned };
+	ioctl(fd, HMM_DMIRROR_MIGRATE_TO_DEV, &cmd);
+	check(coherent_in(fd, buf, pinned) == 0,
+	      "longterm: MIGRATE_TO_DEV leaves the pinned pages in system memory");
+	check(mismatches(buf, psize, 6) == 0, "longterm: ... with their data");
+
+	r = syscall(__NR_io_uring_register, ring.fd, IORING_UNREGISTER_BUFFERS, NULL, 0);
+	check(r == 0, "longterm: unregister the fixed buffer");
+	munmap(buf, size);
+	for (i = 0; i < 100 && counter(stats, "pages_resident") != resident; i++)
+		usleep(20000);
+	check(counter(stats, "pages_resident") == resident,
+	      "longterm: every VRAM page freed after munmap() (pages_resident)");
+	close(ring.fd);
+	close(mfd);
+	close(fd);
+	printf("1..%d\n", n);
+	return failed ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	const size_t npages = 1024, size = npages * PAGE;
@@ -342,8 +498,13 @@ int main(int argc, char **argv)
 		printf("TAP version 13\n");
 		return zerocopy(argv[1]);
 	}
+	if (argc == 3 && !strcmp(argv[2], "longterm") && !strncmp(argv[1], "/dev/", 5)) {
+		setvbuf(stdout, NULL, _IOLBF, 0);
+		printf("TAP version 13\n");
+		return longterm(argv[1]);
+	}
 	if (argc != 2 || strncmp(argv[1], "/dev/", 5)) {
-		fprintf(stderr, "usage: %s /dev/rvramN [pin-unbind PCI_ADDRESS | zerocopy]\n",
+		fprintf(stderr, "usage: %s /dev/rvramN [pin-unbind PCI_ADDRESS | zerocopy | longterm]\n",
 			argv[0]);
 		return 2;
 	}
