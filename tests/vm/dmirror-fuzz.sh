@@ -4,8 +4,9 @@
 # (src/dmirror-fuzz.c): three threads with random and hostile commands on
 # a read-write, a read-only, a PROT_NONE and a shared memfd region, one
 # changing the read-write region's mappings under them (zap, mprotect,
-# MAP_FIXED, touch, migrate, MADV_HUGEPAGE), and one checking the data of
-# a buffer of its own that it migrates back and forth.
+# MAP_FIXED, touch, migrate, MADV_HUGEPAGE), one checking the data of a
+# buffer of its own that it migrates back and forth, and one with the same
+# commands on a hugetlbfs page.
 #
 #   dmirror-fuzz.sh test_hmm|rvram [SECONDS]
 #
@@ -38,12 +39,21 @@ rvram)
 	;;
 esac
 
+# The hugetlbfs region: one free default-sized (2 MiB) huge page, given
+# back after the run.
+hp=/proc/sys/vm/nr_hugepages
+hp_before=$(cat $hp)
+echo $((hp_before + 1)) > $hp
+tap_check "a free huge page for the hugetlb region (vm.nr_hugepages)" \
+	test "$(cat /sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages)" -ge 1
+
 echo "# dmirror-fuzz on $dev for $seconds s, seed $seed"
 tap_bounded $((seconds + 120)) "$RVRAM_RESULTS/dmirror-fuzz-$provider.out" \
 	"$RVRAM_GUEST_BIN/dmirror-fuzz" "$dev" "$seconds" "$seed"
 rc=$?
 tap_relay "" "$(cat "$RVRAM_RESULTS/dmirror-fuzz-$provider.out")"
 tap_eq "dmirror-fuzz exited cleanly (seed $seed)" 0 "$rc"
+echo "$hp_before" > $hp
 if [ "$provider" = rvram ]; then
 	# Every page the process had in VRAM went with it.
 	tap_eq "rvram0: no VRAM page stays resident after the process exits" 0 \

@@ -24,7 +24,12 @@
  *  - a data thread writes a pattern into its own 64-page buffer with the
  *    CPU, migrates it to the device through the shared file (and every
  *    other round back with MIGRATE_TO_SYS) and checks every byte with the
- *    CPU, while RELEASEs on the shared file evict it.
+ *    CPU, while RELEASEs on the shared file evict it;
+ *  - a hugetlb thread issues the ioctl threads' commands on a fifth region,
+ *    (e) a 2 MiB hugetlbfs page (MAP_HUGETLB: vm.nr_hugepages must have
+ *    one free), which HMM walks apart from the others
+ *    (hmm_vma_walk_hugetlb_entry()). Its own thread, so that the other
+ *    threads' choices for a seed stay what they were without it.
  *
  * Every thread's choices are a function of SEED (printed first; random if
  * absent). A thread that has not stopped 60 s after the deadline is a hang.
@@ -43,9 +48,14 @@
 #define PAGES 64
 #define REGION (PAGES * PAGE)
 #define GUARD (256 * PAGE)
+/* The regions the ioctl threads pick from; then the hugetlb region. */
 #define NREGIONS 4
+#define HUGETLB NREGIONS
+#define HUGETLB_SIZE (2UL << 20)
 #define IOCTL_THREADS 3
-#define NTHREADS (IOCTL_THREADS + 2)
+/* The ioctl threads, chaos, data, hugetlb. */
+#define NTHREADS (IOCTL_THREADS + 3)
+#define HUGETLB_THREAD (IOCTL_THREADS + 2)
 #define KERNEL_ADDR 0xffff888000000000ULL
 #define HANG_SECONDS 60
 #define MAX_LINES 32
@@ -95,7 +105,9 @@ static const struct {
 /* Result columns: 0 is success, 1 + i errs[i], OTHER anything else. */
 #define OTHER (NERRS + 1)
 
-static const char *const region_names[NREGIONS] = { "rw", "ro", "none", "shared" };
+static const char *const region_names[NREGIONS + 1] = {
+	"rw", "ro", "none", "shared", "hugetlb",
+};
 static const char *const chaos_names[] = {
 	"dontneed", "mprotect", "mmap", "touch", "migrate", "hugepage", "nohugepage",
 };
@@ -114,11 +126,13 @@ struct thr {
 static const char *dev;
 static uint64_t seed;
 static int shared_fd;
-static char *region[NREGIONS];
+static char *region[NREGIONS + 1];
 static struct thr thr[NTHREADS];
 static atomic_int stop, lines;
 static atomic_ulong failures, res[NROWS][OTHER + 1], chaos_ops[NCHAOS];
 static atomic_ulong data_rounds, data_migrated, data_unmigrated, data_bad;
+/* The hugetlb thread's calls and successes, by row. */
+static atomic_ulong hugetlb_calls[NROWS], hugetlb_ok[NROWS];
 
 static int err_col(int e)
 {
@@ -154,6 +168,11 @@ static int issue(struct thr *t, int fd, const char *fdname, int row, unsigned lo
 	atomic_store(&t->doing, "nothing (between ioctls)");
 	col = ret == 0 ? 0 : ret == -1 ? err_col(e) : (int)OTHER;
 	atomic_fetch_add(&res[row][col], 1);
+	if (t->idx == HUGETLB_THREAD) {
+		atomic_fetch_add(&hugetlb_calls[row], 1);
+		if (ret == 0)
+			atomic_fetch_add(&hugetlb_ok[row], 1);
+	}
 	if (col == (int)OTHER) {
 		atomic_fetch_add(&failures, 1);
 		if (may_print())
@@ -252,7 +271,8 @@ static void *ioctl_thread(void *arg)
 		return NULL;
 	}
 	while (!atomic_load(&stop)) {
-		int row = pick_row(&s), r = (int)rnd_below(&s, NREGIONS);
+		int row = pick_row(&s);
+		int r = t->idx == HUGETLB_THREAD ? HUGETLB : (int)rnd_below(&s, NREGIONS);
 		uint64_t first = rnd_below(&s, PAGES);
 		struct hmm_dmirror_cmd c = {
 			.addr = (uintptr_t)region[r] + first * PAGE,
@@ -539,6 +559,11 @@ static void print_stats(void)
 	printf("\n# data: %lu rounds, %lu migrated to the device, %lu not, %lu bad bytes\n",
 	       atomic_load(&data_rounds), atomic_load(&data_migrated),
 	       atomic_load(&data_unmigrated), atomic_load(&data_bad));
+	printf("# hugetlb:");
+	for (int i = 0; i <= R_UNKNOWN; i++)
+		printf(" %s %lu/%lu", rows[i].name, atomic_load(&hugetlb_ok[i]),
+		       atomic_load(&hugetlb_calls[i]));
+	printf(" (ok/calls)\n");
 	printf("# failures: %lu\n", atomic_load(&failures));
 }
 
@@ -576,6 +601,11 @@ static void map_regions(void)
 		setup_failed("mmap memfd");
 	close(mfd);
 	memset(region[3], 0xd5, REGION);
+	region[HUGETLB] = mmap(NULL, HUGETLB_SIZE, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+	if (region[HUGETLB] == MAP_FAILED)
+		setup_failed("mmap MAP_HUGETLB (no free huge page: vm.nr_hugepages)");
+	memset(region[HUGETLB], 0xe5, HUGETLB_SIZE);
 }
 
 int main(int argc, char **argv)
@@ -612,12 +642,12 @@ int main(int argc, char **argv)
 		setup_failed(dev);
 	}
 	map_regions();
-	for (int i = 0; i < NREGIONS; i++)
+	for (int i = 0; i <= HUGETLB; i++)
 		printf(" %s %p", region_names[i], (void *)region[i]);
 	printf("\n");
 
 	for (int i = 0; i < NTHREADS; i++) {
-		void *(*fn)(void *) = i < IOCTL_THREADS ? ioctl_thread :
+		void *(*fn)(void *) = i < IOCTL_THREADS || i == HUGETLB_THREAD ? ioctl_thread :
 				      i == IOCTL_THREADS ? chaos_thread : data_thread;
 
 		thr[i].idx = i;
@@ -626,7 +656,8 @@ int main(int argc, char **argv)
 			snprintf(thr[i].name, sizeof(thr[i].name), "ioctl%d", i);
 		else
 			snprintf(thr[i].name, sizeof(thr[i].name), "%s",
-				 i == IOCTL_THREADS ? "chaos" : "data");
+				 i == IOCTL_THREADS ? "chaos" :
+				 i == HUGETLB_THREAD ? "hugetlb" : "data");
 		errno = pthread_create(&thr[i].th, NULL, fn, &thr[i]);
 		if (errno)
 			setup_failed("pthread_create");
@@ -660,6 +691,11 @@ int main(int argc, char **argv)
 	}
 	if (!atomic_load(&data_rounds)) {
 		printf("# the data thread completed no round\n");
+		atomic_fetch_add(&failures, 1);
+	}
+	/* Else the hugetlb thread measured argument checks only. */
+	if (!atomic_load(&hugetlb_ok[R_SNAPSHOT]) || !atomic_load(&hugetlb_ok[R_READ])) {
+		printf("# no SNAPSHOT or READ of the hugetlb region succeeded\n");
 		atomic_fetch_add(&failures, 1);
 	}
 	close(shared_fd);
