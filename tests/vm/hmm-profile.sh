@@ -34,6 +34,7 @@ funcs=(
 	__mmu_notifier_invalidate_range_start
 	flush_tlb_mm_range
 	free_zone_device_folio
+	dmem_cgroup_try_charge dmem_cgroup_uncharge
 	'dmirror_*'
 )
 
