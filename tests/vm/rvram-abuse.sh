@@ -2,10 +2,12 @@
 # SPDX-License-Identifier: GPL-2.0
 # /dev/rvram0 in hostile hands (src/rvram-abuse.c): RELEASE by another
 # process or file leaves our pages in VRAM; the file used from a forked
-# child or from a process it was passed to (SCM_RIGHTS) gets EBADF and
-# leaves the opener's memory alone; mmap() of the device is bounded and
-# charged to the caller's memory cgroup; refused requests repeated 10,000
-# times do not flood the kernel log. Then the module unloads.
+# child, from a process it was passed to (SCM_RIGHTS) or by its opener
+# after an exec() gets EBADF and leaves the opener's memory alone (the
+# exec frees the old address space's VRAM pages); mmap() of the device is
+# bounded and charged to the caller's memory cgroup, and a mapping grown
+# by mremap() gets nothing past the bound; refused requests repeated
+# 10,000 times do not flood the kernel log. Then the module unloads.
 # Environment: RVRAM_TOP, RVRAM_GUEST_BIN.
 set -u
 . "$(dirname "$0")/tap.sh"

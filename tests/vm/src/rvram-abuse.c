@@ -6,11 +6,15 @@
  * - HMM_DMIRROR_RELEASE evicts the caller's file's pages only: another
  *   process's RELEASE (and another file's of the same process) leaves ours
  *   in VRAM, ours moves them out with their data;
- * - a file acts on its opener's address space only: a forked child and an
- *   unrelated process the fd is passed to (SCM_RIGHTS) get EBADF from every
- *   command and from mmap(), and the opener's memory is untouched;
+ * - a file acts on its opener's address space only: a forked child, an
+ *   unrelated process the fd is passed to (SCM_RIGHTS) and the opener
+ *   itself after an exec() get EBADF from every command and from mmap(),
+ *   and the opener's memory is untouched; an exec() frees the VRAM pages
+ *   of the address space it ends, though the file stays open;
  * - mmap() of the device file is bounded (ENOMEM past 2 MiB, nothing
- *   allocated) and charged to the caller's memory cgroup;
+ *   allocated) and charged to the caller's memory cgroup; a mapping grown
+ *   by mremap() gets no pages past the bound (SIGBUS, EFAULT for GUP),
+ *   and keeps its data through fork and GUP;
  * - refused requests (bad FLAGS, bad ALLOC_DMABUF, VRAM exhausted) repeated
  *   10,000 times log at most a few lines.
  *
@@ -19,8 +23,11 @@
  * MEMCG_DIR is the cgroup v2 directory the program runs in, for the
  * accounting checks (skipped without it). Prints TAP.
  */
+#define _GNU_SOURCE
+#include <setjmp.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -146,10 +153,13 @@ static void release_is_scoped(void)
 /* ------------------------------------------------------- foreign mm */
 
 /* What a process that does not own FD gets from each use of it: errno per attempt. */
-enum { T_READ, T_WRITE, T_TO_DEV, T_TO_SYS, T_SNAP, T_RELEASE, T_FLAGS, T_DMABUF, T_MMAP, T_N };
+enum {
+	T_READ, T_WRITE, T_TO_DEV, T_TO_SYS, T_SNAP, T_RELEASE, T_FLAGS, T_EXCL, T_CHECK_EXCL,
+	T_READ_UNLOCKED, T_DMABUF, T_MMAP, T_N
+};
 static const char *const t_name[T_N] = {
 	"READ", "WRITE", "MIGRATE_TO_DEV", "MIGRATE_TO_SYS", "SNAPSHOT", "RELEASE", "FLAGS",
-	"ALLOC_DMABUF", "mmap",
+	"EXCLUSIVE", "CHECK_EXCLUSIVE", "READ_UNLOCKED", "ALLOC_DMABUF", "mmap",
 };
 
 /* Uses FD from a process that is not its opener; BUF is an address of the opener's. */
@@ -167,6 +177,9 @@ static void foreign_uses(int fd, void *buf, int err[T_N])
 	err[T_SNAP] = -dmirror(fd, HMM_DMIRROR_SNAPSHOT, buf, bounce, NPAGES);
 	err[T_RELEASE] = -dmirror(fd, HMM_DMIRROR_RELEASE, buf, NULL, 1);
 	err[T_FLAGS] = -dmirror(fd, HMM_DMIRROR_FLAGS, buf, NULL, RVRAM_FLAG_ALIAS_CPU);
+	err[T_EXCL] = -dmirror(fd, HMM_DMIRROR_EXCLUSIVE, buf, bounce, NPAGES);
+	err[T_CHECK_EXCL] = -dmirror(fd, HMM_DMIRROR_CHECK_EXCLUSIVE, buf, bounce, NPAGES);
+	err[T_READ_UNLOCKED] = -dmirror(fd, HMM_DMIRROR_READ_UNLOCKED, buf, bounce, NPAGES);
 	err[T_DMABUF] = ioctl(fd, RVRAM_IOCTL_ALLOC_DMABUF, &bo) ? errno : 0;
 	if (!err[T_DMABUF])
 		close(bo.fd);
@@ -298,6 +311,74 @@ static void passed_fd(const char *self)
 	close(fd);
 }
 
+/*
+ * The new program of a process that opened the GPU and exec()ed with the
+ * file open: uses it, reports, and holds it until told to exit.
+ */
+static int inherited(int fd, int sock, uintptr_t addr)
+{
+	int err[T_N] = { 0 };
+	char c;
+
+	foreign_uses(fd, (void *)addr, err);
+	if (write(sock, err, sizeof(err)) != sizeof(err) || read(sock, &c, 1) != 1)
+		return 2;
+	close(fd);
+	return 0;
+}
+
+static void exec_inherited(const char *self)
+{
+	long before = rvram_stat(dev, "pages_resident"), mid = -1, after_exec, after_close;
+	int sv[2], status = 0, err[T_N], ok, all = 1;
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
+		tap(0, "exec: setup");
+		return;
+	}
+	pid = fork();
+	if (pid == 0) {
+		/* No O_CLOEXEC: the file stays open across the exec(). */
+		int fd = open(dev, O_RDWR);
+		unsigned char *buf = fd < 0 ? NULL : vram_buffer(fd, 6);
+		char fds[16], sock[16], addr[32];
+		long now = rvram_stat(dev, "pages_resident");
+
+		close(sv[0]);
+		if (!buf || write(sv[1], &now, sizeof(now)) != sizeof(now))
+			_exit(2);
+		snprintf(fds, sizeof(fds), "%d", fd);
+		snprintf(sock, sizeof(sock), "%d", sv[1]);
+		snprintf(addr, sizeof(addr), "%lu", (unsigned long)(uintptr_t)buf);
+		execl(self, self, "--inherited", fds, sock, addr, (char *)NULL);
+		_exit(2);
+	}
+	close(sv[1]);
+	memset(err, 0, sizeof(err));
+	ok = read(sv[0], &mid, sizeof(mid)) == sizeof(mid) &&
+	     read(sv[0], err, sizeof(err)) == sizeof(err);
+	/* The new program still holds the file here. */
+	after_exec = rvram_stat(dev, "pages_resident");
+	ok &= write(sv[0], "x", 1) == 1;
+	waitpid(pid, &status, 0);
+	close(sv[0]);
+	after_close = rvram_stat(dev, "pages_resident");
+	tap(ok && WIFEXITED(status) && WEXITSTATUS(status) == 0 && mid == before + (long)NPAGES,
+	    "exec: a process moves %lu pages into VRAM (pages_resident %ld -> %ld) and execs, the file open",
+	    NPAGES, before, mid);
+	for (int i = 0; i < T_N; i++) {
+		if (err[i] != EBADF)
+			printf("# exec: %s got errno %d\n", t_name[i], err[i]);
+		all &= err[i] == EBADF;
+	}
+	tap(ok && all, "exec: every command and mmap() on the file gets EBADF in the new program");
+	tap(after_exec == before,
+	    "exec: the old address space's VRAM pages were freed at exec, the file still open (pages_resident %ld)",
+	    after_exec);
+	tap(after_close == before, "exec: none left after the file is closed (%ld)", after_close);
+}
+
 /* ------------------------------------------------------------- mmap */
 
 /* The memory cgroup's charge in bytes, or -1. */
@@ -364,6 +445,91 @@ static void mmap_bounded(const char *memcg)
 	tap(p != MAP_FAILED && ok && b - a >= (long long)(MAX_MMAP - 64 * PAGE) &&
 	    b - c >= (long long)(MAX_MMAP - 64 * PAGE),
 	    "mmap: the zeroed pages are charged to the caller's memory cgroup, and uncharged");
+	close(fd);
+}
+
+static sigjmp_buf probe_env;
+
+static void probe_fault(int sig)
+{
+	siglongjmp(probe_env, sig);
+}
+
+/* The signal a read of P raises, or 0. */
+static int touch_signal(volatile unsigned char *p)
+{
+	struct sigaction sa = { .sa_handler = probe_fault }, old_bus, old_segv;
+	int sig;
+
+	sigaction(SIGBUS, &sa, &old_bus);
+	sigaction(SIGSEGV, &sa, &old_segv);
+	sig = sigsetjmp(probe_env, 1);
+	if (!sig)
+		(void)*p;
+	sigaction(SIGBUS, &old_bus, NULL);
+	sigaction(SIGSEGV, &old_segv, NULL);
+	return sig;
+}
+
+/*
+ * Reads LEN bytes at ADDR of process PID through process_vm_readv(),
+ * which pins the pages with GUP; -1 and errno on failure.
+ */
+static ssize_t gup_read(pid_t pid, void *addr, void *dst, size_t len)
+{
+	struct iovec local = { .iov_base = dst, .iov_len = len };
+	struct iovec remote = { .iov_base = addr, .iov_len = len };
+
+	return process_vm_readv(pid, &local, 1, &remote, 1, 0);
+}
+
+static void mremap_grown(void)
+{
+	static unsigned char got[MAX_MMAP];
+	int fd = open_dev(), status = -1;
+	unsigned char *p, *q;
+	ssize_t n;
+	pid_t pid;
+
+	p = mmap(NULL, MAX_MMAP, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		tap(0, "mremap: map 2 MiB of the device");
+		close(fd);
+		return;
+	}
+	fill(p, MAX_MMAP, 7);
+	q = mremap(p, MAX_MMAP, 2 * MAX_MMAP, MREMAP_MAYMOVE);
+	tap(q != MAP_FAILED, "mremap: the 2 MiB mapping grows to 4 MiB (%s)",
+	    q == MAP_FAILED ? strerror(errno) : "moved or in place");
+	if (q == MAP_FAILED) {
+		munmap(p, MAX_MMAP);
+		close(fd);
+		return;
+	}
+	tap(mismatches(q, MAX_MMAP, 7) == 0, "mremap: the first 2 MiB keep their data");
+	tap(touch_signal(q + MAX_MMAP) == SIGBUS,
+	    "mremap: a read past the 2 MiB the device mapped: SIGBUS, no page allocated");
+	tap(touch_signal(q + 2 * MAX_MMAP - PAGE) == SIGBUS, "mremap: ... at its last page too");
+	n = gup_read(getpid(), q, got, MAX_MMAP);
+	tap(n == (ssize_t)MAX_MMAP && mismatches(got, MAX_MMAP, 7) == 0,
+	    "mremap: GUP (process_vm_readv) of the first 2 MiB reads the data");
+	n = gup_read(getpid(), q + MAX_MMAP, got, PAGE);
+	tap(n == -1 && errno == EFAULT, "mremap: GUP past the bound: EFAULT (%zd, %s)", n,
+	    n < 0 ? strerror(errno) : "read");
+	pid = fork();
+	if (pid == 0) {
+		/* The child's copy of the mapping: the same pages, and the same bound. */
+		int ok = mismatches(q, MAX_MMAP, 7) == 0 && touch_signal(q + MAX_MMAP) == SIGBUS &&
+			 gup_read(getpid(), q, got, PAGE) == (ssize_t)PAGE;
+
+		q[0] ^= 0xff;	/* MAP_SHARED: the parent sees it */
+		_exit(ok ? 0 : 1);
+	}
+	waitpid(pid, &status, 0);
+	tap(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "mremap: a forked child reads the data, and gets SIGBUS past the bound");
+	tap(q[0] == (pattern(0, 7) ^ 0xff), "mremap: the child's write reached the shared pages");
+	tap(munmap(q, 2 * MAX_MMAP) == 0, "mremap: munmap() of the grown mapping");
 	close(fd);
 }
 
@@ -439,6 +605,8 @@ int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "--receive"))
 		return receiver(atoi(argv[2]), strtoul(argv[3], NULL, 10));
+	if (argc == 5 && !strcmp(argv[1], "--inherited"))
+		return inherited(atoi(argv[2]), atoi(argv[3]), strtoul(argv[4], NULL, 10));
 	if (argc < 2) {
 		fprintf(stderr, "usage: rvram-abuse /dev/rvramN [MEMCG_DIR]\n");
 		return 2;
@@ -449,7 +617,9 @@ int main(int argc, char **argv)
 	release_is_scoped();
 	forked_child();
 	passed_fd("/proc/self/exe");
+	exec_inherited("/proc/self/exe");
 	mmap_bounded(argc > 2 ? argv[2] : NULL);
+	mremap_grown();
 	no_log_flood();
 	tap(rvram_stat(dev, "pages_resident") == 0, "no page left in VRAM (%ld)",
 	    rvram_stat(dev, "pages_resident"));
