@@ -4,7 +4,9 @@
 # every mmap() flag and protection, offsets and lengths past the end,
 # mprotect(), mremap(), madvise(), fork(), GUP, the dma-buf ioctls with bad
 # arguments, hostile ALLOC_DMABUF arguments, and the GPU unbound under
-# threads touching a mapping. Then the module unloads.
+# threads touching a mapping; the fd as a file (read, write, lseek, poll,
+# splice, sendfile); buffers alone after every GPU file is closed, across
+# rmmod (refused) and unbind. Then the module unloads.
 #
 # RVRAM_ABUSE_SEED=N replays the racing part's choices.
 set -u

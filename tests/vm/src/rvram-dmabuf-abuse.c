@@ -4,7 +4,9 @@
  * it: whoever receives one (it is made to be passed between processes) may
  * map it in every way mmap(), mprotect(), mremap(), madvise() and fork()
  * allow, hand it to system calls that pin user pages (GUP), issue its ioctls with hostile arguments and do
- * all of that while the GPU is unbound under it.
+ * all of that while the GPU is unbound under it; use the fd as a file
+ * (read, write, lseek, poll, splice, sendfile); and keep it, alone, after
+ * every file of the GPU is closed, across rmmod and unbind.
  *
  *   rvram-dmabuf-abuse OWNER OWNER_PCI [SEED]
  *
@@ -19,10 +21,13 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <linux/dma-buf.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -561,6 +566,71 @@ static void dmabuf_ioctls(int fd)
 	    "ioctl: an unknown rvram ioctl gets EINVAL or ENOTTY (got %d)", e);
 }
 
+/* --------------------------------------------------------- file ops */
+
+/*
+ * The fd as a file: the dma-buf core's answers (it has no read, write or
+ * splice; lseek finds the size only), and no change to the buffer.
+ */
+static void file_ops(int fd)
+{
+	unsigned char buf[64] = { 0 }, *m;
+	struct pollfd pfd = { .fd = fd, .events = POLLIN | POLLOUT };
+	int pipefd[2], e, devnull;
+	ssize_t n;
+	off_t o;
+
+	m = map(fd, BO_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+	if (!m) {
+		tap(0, "file: map (errno %d)", errno);
+		return;
+	}
+	stamp(m, BO_PAGES, 7);
+	n = read(fd, buf, sizeof(buf));
+	e = n < 0 ? errno : 0;
+	tap(n < 0 && e == EINVAL, "file: read() gets EINVAL (got %zd, %d)", n, e);
+	n = write(fd, buf, sizeof(buf));
+	e = n < 0 ? errno : 0;
+	tap(n < 0 && e == EINVAL, "file: write() gets EINVAL (got %zd, %d)", n, e);
+	o = lseek(fd, 0, SEEK_END);
+	tap(o == (off_t)BO_SIZE, "file: lseek(0, SEEK_END) is the buffer's size (%lld)",
+	    (long long)o);
+	o = lseek(fd, 0, SEEK_SET);
+	tap(o == 0, "file: lseek(0, SEEK_SET) is 0 (%lld)", (long long)o);
+	o = lseek(fd, PAGE, SEEK_SET);
+	e = o < 0 ? errno : 0;
+	tap(o < 0 && e == EINVAL, "file: lseek(4096, SEEK_SET) gets EINVAL (got %lld, %d)",
+	    (long long)o, e);
+	o = lseek(fd, 0, SEEK_CUR);
+	e = o < 0 ? errno : 0;
+	tap(o < 0 && e == EINVAL, "file: lseek(0, SEEK_CUR) gets EINVAL (got %lld, %d)",
+	    (long long)o, e);
+	/* No fence is attached: readable and writable at once. */
+	n = poll(&pfd, 1, 0);
+	tap(n == 1 && (pfd.revents & (POLLIN | POLLOUT)) == (POLLIN | POLLOUT),
+	    "file: poll() without fences: POLLIN | POLLOUT at once (%zd, %#x)", n, pfd.revents);
+	if (pipe(pipefd) == 0) {
+		n = splice(fd, NULL, pipefd[1], NULL, PAGE, SPLICE_F_NONBLOCK);
+		e = n < 0 ? errno : 0;
+		tap(n < 0 && e == EINVAL, "file: splice() from it gets EINVAL (got %zd, %d)", n, e);
+		tap(write(pipefd[1], buf, sizeof(buf)) == sizeof(buf), "file: a pipe with 64 bytes");
+		n = splice(pipefd[0], NULL, fd, NULL, sizeof(buf), SPLICE_F_NONBLOCK);
+		e = n < 0 ? errno : 0;
+		tap(n < 0 && e == EINVAL, "file: splice() into it gets EINVAL (got %zd, %d)", n, e);
+		close(pipefd[0]);
+		close(pipefd[1]);
+	} else {
+		tap(0, "file: pipe()");
+	}
+	devnull = open("/dev/null", O_WRONLY);
+	n = sendfile(devnull, fd, NULL, PAGE);
+	e = n < 0 ? errno : 0;
+	tap(n < 0 && e == EINVAL, "file: sendfile() from it gets EINVAL (got %zd, %d)", n, e);
+	close(devnull);
+	tap(unstamped(m, BO_PAGES, 7) == 0, "file: the buffer is intact afterwards");
+	munmap(m, BO_SIZE);
+}
+
 /* ---------------------------------------------------- ALLOC_DMABUF args */
 
 static void alloc_args(void)
@@ -837,6 +907,51 @@ static void revocation(int round)
 	    "revoke %d: rvram%d bound again, no VRAM reserved", round, owner);
 }
 
+/*
+ * Buffers that outlive every file of the GPU: one mapped, one not. rvram
+ * cannot be unloaded while they exist (the dma-buf holds the module); the
+ * GPU can be unbound, which revokes the mapping.
+ */
+static void orphaned(void)
+{
+	int fd = alloc_bo(BO_SIZE), bare = alloc_bo(BO_SIZE), r, e;
+	unsigned char *m = fd >= 0 ? map(fd, BO_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, 0) : NULL;
+	struct dma_buf_sync sync = { DMA_BUF_SYNC_START | DMA_BUF_SYNC_RW };
+	unsigned char v;
+
+	if (!m || bare < 0) {
+		tap(0, "orphan: two buffers, one mapped (errno %d)", errno);
+		if (m)
+			munmap(m, BO_SIZE);
+		if (fd >= 0)
+			close(fd);
+		if (bare >= 0)
+			close(bare);
+		return;
+	}
+	stamp(m, BO_PAGES, 8);
+	close(gpu);
+	gpu = -1;
+	tap(unstamped(m, BO_PAGES, 8) == 0,
+	    "orphan: every file of rvram%d closed, the mapped buffer keeps its data", owner);
+	r = syscall(__NR_delete_module, "rvram", O_NONBLOCK);
+	e = r ? errno : 0;
+	tap(r == -1 && e == EWOULDBLOCK,
+	    "orphan: rmmod rvram while only the buffers hold it: EWOULDBLOCK (got %d, %d)", r, e);
+	tap(unstamped(m, BO_PAGES, 8) == 0, "orphan: ... the buffer is intact");
+	tap(unbind_gpu() == 0, "orphan: unbind with only the buffers alive");
+	tap(load(m, &v) == SIGBUS && store(m + PAGE, 1) == SIGBUS,
+	    "orphan: the mapping is revoked (SIGBUS)");
+	tap(ioctl(fd, DMA_BUF_IOCTL_SYNC, &sync) == 0 && ioctl(bare, DMA_BUF_IOCTL_SYNC, &sync) == 0,
+	    "orphan: both buffers still answer SYNC");
+	e = map_errno(bare, PAGE, PROT_READ, MAP_SHARED, 0);
+	tap(e == ENODEV, "orphan: a new mapping of the other buffer gets ENODEV (got %d)", e);
+	munmap(m, BO_SIZE);
+	tap(close(fd) == 0 && close(bare) == 0, "orphan: both close");
+	tap(bind_gpu() == 0 && stat_of("dmabuf_pages") == 0,
+	    "orphan: rvram%d bound again, no VRAM reserved", owner);
+}
+
 int main(int argc, char **argv)
 {
 	int fd, rounds = 3;
@@ -862,9 +977,11 @@ int main(int argc, char **argv)
 	forks(fd);
 	gup(fd);
 	dmabuf_ioctls(fd);
+	file_ops(fd);
 	close(fd);
 	alloc_args();
 	for (int round = 0; round < rounds; round++)
 		revocation(round);
+	orphaned();
 	return tap_end();
 }
