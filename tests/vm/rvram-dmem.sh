@@ -6,7 +6,11 @@
 # gets ENOSPC, not logged; closing a buffer, or its last holder in another
 # process, uncharges it; without a limit all of VRAM can be allocated as
 # before; an unbind takes the region out of the cgroup files, and a rebind
-# brings a new one. Then the module unloads and the region is gone.
+# brings a new one. The cgroup changes under what it holds: dmem.max below
+# dmem.current, a THP migrated under a smaller limit, the allocator moving
+# to another cgroup, a cgroup removed with a buffer charged, dmem.max
+# written during unbind and bind. Then the module unloads and the region
+# is gone.
 # Environment: RVRAM_TOP, RVRAM_GUEST_BIN.
 set -u
 . "$(dirname "$0")/tap.sh"

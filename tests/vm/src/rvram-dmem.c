@@ -14,6 +14,7 @@
  * of its own, moves itself into it and back, and removes it. Prints TAP.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -338,6 +339,180 @@ static void unlimited(long long vram)
 	tap(held() == 0, "unlimited: closed, dmem.current back to 0 (%lld)", held());
 }
 
+/* dmem.current of the cgroup DIR in the GPU's region. */
+static long long held_by(const char *dir)
+{
+	return keyed(dir, "dmem.current", region);
+}
+
+/* Writes "REGION LIMIT" to DIR/dmem.max: 0 or -errno. */
+static int set_max_of(const char *dir, const char *limit)
+{
+	char path[320], val[128];
+
+	snprintf(path, sizeof(path), "%s/dmem.max", dir);
+	snprintf(val, sizeof(val), "%s %s", region, limit);
+	return sysfs_write(path, val);
+}
+
+/*
+ * The cgroup changes under what it holds: dmem.max set below dmem.current,
+ * a THP migrated under a limit smaller than the folio, the allocating
+ * process moving to another cgroup, and a cgroup removed while a buffer
+ * is still charged to it. Limit: 1 MiB on entry.
+ */
+static void cgroup_changes(void)
+{
+	static unsigned char out[2 * MIB];
+	char inner[320], path[320];
+	unsigned char *m, *t;
+	int fd, e, f;
+	long n;
+
+	/* dmem.max below dmem.current. */
+	fd = alloc_bo(MIB);
+	m = fd >= 0 ? mmap(NULL, MIB, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+	if (m != MAP_FAILED)
+		memset(m, 0x6d, MIB);
+	tap(m != MAP_FAILED && held() == (long long)MIB, "below: a 1 MiB buffer, mapped (%d)", fd);
+	e = set_max("512K");
+	tap(e == 0 && keyed(cg, "dmem.max", region) == (long long)(MIB / 2) &&
+	    held() == (long long)MIB,
+	    "below: dmem.max 512 KiB under 1 MiB held: written, the charge stays (%d, %lld)", e,
+	    held());
+	e = alloc_bo(PAGE);
+	tap(e == -ENOSPC, "below: a page more: ENOSPC (%d)", e);
+	if (e >= 0)
+		close(e);
+	tap(m != MAP_FAILED && all_bytes(m, MIB, 0x6d), "below: the buffer keeps its data");
+	if (m != MAP_FAILED)
+		munmap(m, MIB);
+	if (fd >= 0)
+		close(fd);
+	fd = alloc_bo(MIB / 4);
+	tap(fd >= 0 && held() == (long long)(MIB / 4),
+	    "below: closed; 256 KiB fit under the new limit (%d, %lld)", fd, held());
+	if (fd >= 0)
+		close(fd);
+	tap(set_max("1M") == 0 && held() == 0, "below: dmem.max 1 MiB again, nothing held");
+
+	/*
+	 * A 2 MiB THP under a 1 MiB limit: the folio cannot be charged whole;
+	 * what fits moves page by page, the rest stays, every byte intact.
+	 */
+	t = region_of(2 * MIB, MADV_HUGEPAGE, 0x4e);
+	f = open(dev, O_RDWR);
+	n = f >= 0 && t ? pmd_mapped(f, t, 2 * MIB) : -1;
+	tap(n == 2 * MIB / PAGE, "thp: a 2 MiB THP (%ld of 512 pages PMD-mapped)", n);
+	e = t && f >= 0 ? dmirror(f, HMM_DMIRROR_MIGRATE_TO_DEV, t, out, 2 * MIB / PAGE) : -1;
+	n = t && f >= 0 ? in_vram(f, t, 2 * MIB) : -1;
+	tap(e == -ENOSPC && n > 0 && n <= (long)(MIB / PAGE) && held() == n * PAGE,
+	    "thp: migrated under a 1 MiB limit: ENOSPC, %ld pages moved and charged (%d, %lld)", n,
+	    e, held());
+	tap(t && all_bytes(t, 2 * MIB, 0x4e), "thp: all 2 MiB read back intact");
+	if (f >= 0)
+		close(f);
+	tap(held() == 0, "thp: the file closed, nothing held (%lld)", held());
+	if (t)
+		munmap(t, 2 * MIB);
+
+	/*
+	 * The migrating process moves to the root cgroup. (migrate_vma() may
+	 * skip a page in another CPU's LRU batch: the pages are counted.)
+	 */
+	f = open(dev, O_RDWR);
+	t = region_of(MIB, MADV_NOHUGEPAGE, 0x2d);
+	e = t && f >= 0 ? dmirror(f, HMM_DMIRROR_MIGRATE_TO_DEV, t, out, MIB / PAGE / 2) : -1;
+	n = t && f >= 0 ? in_vram(f, t, MIB / 2) : -1;
+	tap(e == 0 && n > 0 && held() == n * PAGE,
+	    "moving: 512 KiB migrated, %ld pages charged (%lld)", n, held());
+	tap(move_to(root) == 0, "moving: the process moves to the root cgroup");
+	e = t && f >= 0 ? dmirror(f, HMM_DMIRROR_MIGRATE_TO_DEV, t + MIB / 2, out, MIB / PAGE / 2) :
+			  -1;
+	tap(e == 0 && t && in_vram(f, t + MIB / 2, MIB / 2) > 0 && held() == n * PAGE,
+	    "moving: 512 KiB more migrated from the root cgroup are not charged to the child (%lld)",
+	    held());
+	e = t && f >= 0 ? dmirror(f, HMM_DMIRROR_MIGRATE_TO_SYS, t, NULL, MIB / PAGE) : -1;
+	tap(e == 0 && held() == 0 && all_bytes(t, MIB, 0x2d),
+	    "moving: migrated back, the child's charge is given back, data intact (%lld)", held());
+	if (t)
+		munmap(t, MIB);
+	if (f >= 0)
+		close(f);
+
+	/* A cgroup removed with a buffer charged to it. */
+	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", cg);
+	snprintf(inner, sizeof(inner), "%s/inner", cg);
+	rmdir(inner);
+	tap(sysfs_write(path, "+dmem") == 0 && mkdir(inner, 0755) == 0 && move_to(inner) == 0,
+	    "removed: a cgroup inside the child, the process in it");
+	fd = alloc_bo(MIB);
+	m = fd >= 0 ? mmap(NULL, MIB, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+	if (m != MAP_FAILED)
+		memset(m, 0x7e, MIB);
+	tap(m != MAP_FAILED && held_by(inner) == (long long)MIB && held() == (long long)MIB,
+	    "removed: a 1 MiB buffer charged to it and to its parent (%lld, %lld)",
+	    held_by(inner), held());
+	tap(move_to(root) == 0 && rmdir(inner) == 0,
+	    "removed: the process leaves, the cgroup is removed while the buffer is charged");
+	tap(held() == (long long)MIB, "removed: the parent still counts it (%lld)", held());
+	tap(m != MAP_FAILED && all_bytes(m, MIB, 0x7e), "removed: the buffer keeps its data");
+	if (m != MAP_FAILED)
+		munmap(m, MIB);
+	e = fd >= 0 ? close(fd) : -1;
+	tap(e == 0 && held() == 0, "removed: closing it gives the charge back to the parent (%lld)",
+	    held());
+	tap(sysfs_write(path, "-dmem") == 0 && move_to(cg) == 0, "removed: back into the child");
+}
+
+/* What a writer of dmem.max got while the region came and went. */
+static struct limit_writer {
+	volatile int stop;
+	long ok, gone, other;
+	int last_other;
+} writer;
+
+static void *write_limits(void *arg)
+{
+	(void)arg;
+	for (long i = 0; !writer.stop; i++) {
+		int e = set_max_of(cg, i % 2 ? "max" : "1M");
+
+		if (!e)
+			writer.ok++;
+		else if (e == -EINVAL || e == -ENODEV)
+			writer.gone++;
+		else
+			writer.other++, writer.last_other = e;
+	}
+	return NULL;
+}
+
+/* dmem.max written without pause while the GPU is unbound and bound. */
+static void limit_during_unbind(void)
+{
+	pthread_t t;
+	int e;
+
+	close(gpu);
+	gpu = -1;
+	pthread_create(&t, NULL, write_limits, NULL);
+	usleep(20000);
+	e = rvram_unbind(pci);
+	tap(e == 0, "limits: %s unbound while dmem.max is written (%d)", pci, e);
+	usleep(20000);
+	e = rvram_bind(pci);
+	tap(e == 0 && open_gpu() >= 0, "limits: ... and bound again (%d)", e);
+	usleep(20000);
+	writer.stop = 1;
+	pthread_join(t, NULL);
+	tap(writer.other == 0 && writer.ok > 0,
+	    "limits: every write succeeded or found no region (EINVAL): %ld ok, %ld without a region, %ld other (last %d)",
+	    writer.ok, writer.gone, writer.other, writer.last_other);
+	tap(set_max("1M") == 0 && keyed(cg, "dmem.max", region) == (long long)MIB,
+	    "limits: the new region takes a limit");
+}
+
 /*
  * Unbinding unregisters the region with a buffer still charged; closing
  * the buffer later uncharges it, and the region registered at the next
@@ -475,8 +650,10 @@ int main(int argc, char **argv)
 
 	passed_on();
 	migrated();
+	cgroup_changes();
 	unlimited(vram);
 	rebind(vram);
+	limit_during_unbind();
 
 	tap(rvram_stat(dev, "dmabuf_pages") == 0, "no VRAM reserved at the end (dmabuf_pages %ld)",
 	    rvram_stat(dev, "dmabuf_pages"));
