@@ -24,6 +24,7 @@
 //! | an ODP MR's SGE, then a pinned MR's | `ENOENT` | rxe, the fix |
 //! | a stale lkey, no MR at the index, an MR of another PD | `EINVAL` ([`BAD_LKEY`]) | rxe's `lookup_mr()` |
 //! | a range past either end of an ODP MR | `FLUSH`: `EFAULT` ([`OUT_OF_RANGE`]), async: 0 | `ib_umem_odp_map_dma_and_lock()`; the work item fails quietly |
+//! | an SGE of length 0, 2^31 or 2^32 - 1, or at an address where the range wraps | `FLUSH`: `EINVAL` ([`HOSTILE_SGE`]), async: 0 | `hmm_range_fault()`, by luck: see [`HOSTILE_SGE`] |
 //! | none (`num_sge` 0) | `EINVAL` ([`NO_SGE`]) | uverbs: the SGE list attribute's minimum size |
 //! | advice 3 or 255 | `EOPNOTSUPP` ([`UNKNOWN_ADVICE`]) | `rxe_ib_advise_mr()` |
 //! | flags `0x2`, `0x3`, `0x80000000` | `EINVAL` ([`UNKNOWN_FLAGS`]) | uverbs: `uverbs_get_flags32()` |
@@ -51,6 +52,16 @@ pub const NOT_ODP: i32 = libc::ENOENT;
 pub const BAD_LKEY: i32 = libc::EINVAL;
 /// A synchronous prefetch of a range outside the ODP MR.
 pub const OUT_OF_RANGE: i32 = libc::EFAULT;
+/// A synchronous prefetch of an SGE of length 0, 2^31 or 2^32 - 1, or of
+/// a range that wraps past the end of the address space. rxe passes the
+/// SGE's u32 length on as an int (2^31 and 2^32 - 1 become negative), and
+/// `ib_umem_odp_map_dma_and_lock()` checks the range as `addr + length >
+/// end` without overflow, so neither it nor rxe refuses them: they reach
+/// `hmm_range_fault()` with an empty or inverted range, which
+/// `walk_page_range()` refuses with `EINVAL`. Measured on 7.3; a range
+/// check that refused them itself would say `EFAULT`, as for a range past
+/// the MR.
+pub const HOSTILE_SGE: i32 = libc::EINVAL;
 /// No SGE at all.
 pub const NO_SGE: i32 = libc::EINVAL;
 /// An advice the kernel does not know.
@@ -265,6 +276,34 @@ pub fn run_advise(cfg: &Config) -> Vec<TestResult> {
     point(
         "an SGE past either end of the ODP MR: EFAULT with FLUSH, accepted (and dropped) async",
         check_calls(&dev, &outside),
+    );
+    // Lengths and addresses a hostile caller picks: rxe passes an SGE's
+    // u32 length on as an int, and ib_umem_odp_map_dma_and_lock() adds it
+    // to the address.
+    let hostile: Vec<Call> = [
+        ("length 0", base, 0u32),
+        ("length 2^31", base, 1 << 31),
+        ("length 2^32 - 1", base, u32::MAX),
+        (
+            "an address that wraps",
+            !(PAGE_SIZE as u64 - 1),
+            2 * PAGE_SIZE as u32,
+        ),
+    ]
+    .iter()
+    .flat_map(|&(_, addr, length)| {
+        matrix_with(&[IbvSge { addr, length, lkey }], |flags| {
+            if flags == 0 {
+                0
+            } else {
+                HOSTILE_SGE
+            }
+        })
+    })
+    .collect();
+    point(
+        "hostile SGEs (length 0, 2^31, 2^32 - 1, an address that wraps): EINVAL with FLUSH, accepted (and dropped) async",
+        check_calls(&dev, &hostile),
     );
     point(
         "no SGE (num_sge 0): EINVAL",
