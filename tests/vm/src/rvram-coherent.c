@@ -90,16 +90,20 @@ static size_t mismatches(const unsigned char *buf, size_t size, unsigned int see
 	return bad;
 }
 
-/* How many pages SNAPSHOT reports as this GPU's writable coherent pages. */
-static size_t coherent_pages(int fd, unsigned char *buf, unsigned char *snap, size_t npages)
+/*
+ * How many pages SNAPSHOT reports as this GPU's writable coherent pages;
+ * -1 if SNAPSHOT fails (so that a check for none cannot pass on an error).
+ */
+static long coherent_pages(int fd, unsigned char *buf, unsigned char *snap, size_t npages)
 {
 	struct hmm_dmirror_cmd cmd = {
 		.addr = (uintptr_t)buf, .ptr = (uintptr_t)snap, .npages = npages,
 	};
-	size_t i, local = 0;
+	size_t i;
+	long local = 0;
 
 	if (ioctl(fd, HMM_DMIRROR_SNAPSHOT, &cmd))
-		return 0;
+		return -1;
 	for (i = 0; i < npages; i++)
 		local += (snap[i] & 0xf0) == PROT_DEV_COHERENT_LOCAL &&
 			 (snap[i] & HMM_DMIRROR_PROT_WRITE);
@@ -130,7 +134,7 @@ static int pin_unbind(const char *dev, const char *pci)
 	cmd.ptr = (uintptr_t)mirror;
 	cmd.npages = npages;
 	check(ioctl(fd, HMM_DMIRROR_MIGRATE_TO_DEV, &cmd) == 0 &&
-	      coherent_pages(fd, buf, snap, npages) == npages,
+	      coherent_pages(fd, buf, snap, npages) == (long)npages,
 	      "pin: 16 pages migrated into device-coherent VRAM");
 	/*
 	 * vmsplice() takes a reference on the page (a short-term GUP, which
@@ -278,7 +282,7 @@ static int zerocopy(const char *dev)
 		cmd = (struct hmm_dmirror_cmd){ .addr = (uintptr_t)buf, .ptr = (uintptr_t)mirror,
 						.npages = npages };
 		if (ioctl(fd, HMM_DMIRROR_MIGRATE_TO_DEV, &cmd) == 0 &&
-		    coherent_pages(fd, buf, snap, npages) == npages)
+		    coherent_pages(fd, buf, snap, npages) == (long)npages)
 			coherent++;
 		/* The socket takes references to the pages, not copies. */
 		for (got = 0; got < size;) {
@@ -382,12 +386,12 @@ static int ring_run(struct ring *r, const struct io_uring_sqe *sqe)
 	return res;
 }
 
-/* How many of the NPAGES pages at BUF are coherent pages of this GPU. */
-static size_t coherent_in(int fd, unsigned char *buf, size_t npages)
+/* How many of the NPAGES (at most 64) pages at BUF are coherent pages of this GPU; -1 on error. */
+static long coherent_in(int fd, unsigned char *buf, size_t npages)
 {
 	unsigned char snap[64];
 
-	return npages <= sizeof(snap) ? coherent_pages(fd, buf, snap, npages) : 0;
+	return npages <= sizeof(snap) ? coherent_pages(fd, buf, snap, npages) : -1;
 }
 
 static int longterm(const char *dev)
@@ -423,7 +427,7 @@ static int longterm(const char *dev)
 	cmd = (struct hmm_dmirror_cmd){ .addr = (uintptr_t)buf, .ptr = (uintptr_t)mirror,
 					.npages = npages };
 	r = ioctl(fd, HMM_DMIRROR_MIGRATE_TO_DEV, &cmd);
-	check(r == 0 && coherent_in(fd, buf, npages) == npages,
+	check(r == 0 && coherent_in(fd, buf, npages) == (long)npages,
 	      "longterm: 64 pages migrated to coherent VRAM");
 
 	/* io_uring pins fixed buffers with FOLL_LONGTERM. */
@@ -432,7 +436,7 @@ static int longterm(const char *dev)
 	check(r == 0, "longterm: register the first 16 pages as an io_uring fixed buffer");
 	check(coherent_in(fd, buf, pinned) == 0,
 	      "longterm: the 16 pinned pages were moved to system memory (SNAPSHOT)");
-	check(coherent_in(fd, buf + psize, npages - pinned) == npages - pinned,
+	check(coherent_in(fd, buf + psize, npages - pinned) == (long)(npages - pinned),
 	      "longterm: the 48 others are still in VRAM");
 	snprintf(what, sizeof(what), "longterm: pages_resident is %lld + 48 (%lld)", resident,
 		 counter(stats, "pages_resident"));
@@ -537,7 +541,7 @@ int main(int argc, char **argv)
 	r = ioctl(fd, HMM_DMIRROR_MIGRATE_TO_DEV, &cmd);
 	check(r == 0 && cmd.cpages == npages, "MIGRATE_TO_DEV of 4 MiB");
 	check(mismatches(mirror, size, 0) == 0, "the device read back what the CPU wrote");
-	check(coherent_pages(fd, buf, snap, npages) == npages,
+	check(coherent_pages(fd, buf, snap, npages) == (long)npages,
 	      "SNAPSHOT: every page is a writable device-coherent page of this GPU (0x42)");
 	snprintf(what, sizeof(what), "pages_resident rose by %zu", npages);
 	check(counter(stats, "pages_resident") == resident + (long long)npages, what);
@@ -549,7 +553,7 @@ int main(int argc, char **argv)
 		buf[i] = pattern(i, 1);
 	check(counter(stats, "cpu_faults") == faults && counter(stats, "migrated_to_ram") == to_ram,
 	      "CPU reads and writes did not fault or migrate (cpu_faults, migrated_to_ram flat)");
-	check(coherent_pages(fd, buf, snap, npages) == npages,
+	check(coherent_pages(fd, buf, snap, npages) == (long)npages,
 	      "after CPU access every page is still in VRAM");
 
 	cmd.ptr = (uintptr_t)mirror;
@@ -560,7 +564,7 @@ int main(int argc, char **argv)
 		mirror[i] = pattern(i, 2);
 	r = ioctl(fd, HMM_DMIRROR_WRITE, &cmd);
 	check(r == 0 && mismatches(buf, size, 2) == 0, "the CPU reads what the device wrote");
-	check(coherent_pages(fd, buf, snap, npages) == npages,
+	check(coherent_pages(fd, buf, snap, npages) == (long)npages,
 	      "after device access every page is still in VRAM");
 
 	cmd.ptr = 0;
