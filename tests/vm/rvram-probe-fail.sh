@@ -34,13 +34,19 @@ tap_check "dmem.capacity lists rvram0's region" test "${n_regions:-0}" -ge 1
 tap_check "unbind $gpu" rvram_unbind "$gpu"
 
 # GFP_KERNEL allocations may fail too (failslab skips them by default),
-# quietly (no stack trace for each); not those of memremap_pages() (the
+# each with failslab's two-line notice and no stack trace, never rate
+# limited: a vmalloc() whose allocation is failed (kvmalloc()'s fallback)
+# prints warn_alloc()'s report, which the harness's scan takes for real
+# unless the notice comes just before it (tools/rvram/src/report.rs,
+# injected_failure()). Not those of memremap_pages() (the
 # P2PDMA and device-coherent pagemaps), whose failures the base kernel
 # does not unwind: x86's add_pages() WARNs on them, and the sections
 # __add_pages() added before the one that failed stay, so that every
 # later memremap_pages() of the range fails with EEXIST.
 echo N > $FS/ignore-gfp-wait
-echo 0 > $FS/verbose
+echo 1 > $FS/verbose
+rl_interval=$(cat $FS/verbose_ratelimit_interval_ms)
+echo 0 > $FS/verbose_ratelimit_interval_ms
 # The function's range: from its address to the next symbol's.
 read -r start end < <(awk '$2 ~ /^[Tt]$/ { print $1, $3 }' /proc/kallsyms | sort |
 	awk '$2 == "memremap_pages" { s = $1; next } s != "" { print s, $1; exit }')
@@ -95,6 +101,7 @@ for drv in rvram rvram-coherent; do
 done
 echo Y > $FS/ignore-gfp-wait
 echo 2 > $FS/verbose
+echo "$rl_interval" > $FS/verbose_ratelimit_interval_ms
 echo 0 > $FS/reject-start
 echo 0 > $FS/reject-end
 

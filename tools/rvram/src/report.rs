@@ -685,6 +685,10 @@ fn splats_and_storm(log: &str, killed: bool) -> (Vec<Splat>, bool) {
             i = end;
             continue;
         }
+        if injected_failure(&lines, i) {
+            i += 1;
+            continue;
+        }
         out.push(Splat {
             line: i + 1,
             text: line.trim_end().to_string(),
@@ -704,6 +708,33 @@ fn strip_timestamp(line: &str) -> &str {
         Some((ts, rest)) if ts.trim().chars().all(|c| c.is_ascii_digit() || c == '.') => rest,
         _ => line,
     }
+}
+
+/// How many lines before an allocation failure's report the fault
+/// injection's notice may be (another CPU's lines can come in between).
+const INJECTED_SPAN: usize = 4;
+
+/// Whether `lines[i]` is `warn_alloc()`'s report of a failure that fault
+/// injection forced (tests/vm/rvram-probe-fail.sh): `lib/fault-inject.c`'s
+/// `fail_dump()` prints its notice, "FAULT_INJECTION: forcing a failure."
+/// and "name failslab, interval ...", as it fails the allocation, and
+/// `warn_alloc()` prints right after, in the same task, when the failure
+/// reaches a caller that does not pass `__GFP_NOWARN` (`vmalloc()` under
+/// `kvmalloc()`). A test that injects failures must make every one print
+/// its notice (`verbose` 1 and no rate limit): a report without a notice
+/// just before it is a real one.
+fn injected_failure(lines: &[&str], i: usize) -> bool {
+    let line = lines[i];
+    let alloc_failure = line.contains("page allocation failure")
+        || line.contains("vmalloc error: size")
+        || (line.contains(", mode:0x") && line.contains(", nodemask="));
+    alloc_failure
+        && lines[i.saturating_sub(INJECTED_SPAN)..i].iter().any(|l| {
+            let l = strip_timestamp(l);
+            l.contains("FAULT_INJECTION: forcing a failure.")
+                || l.starts_with("name failslab, ")
+                || l.starts_with("name fail_page_alloc, ")
+        })
 }
 
 fn is_splat(line: &str) -> bool {

@@ -943,6 +943,32 @@ fn allocation_failures_and_page_dumps_are_splats() {
 }
 
 #[test]
+fn injected_allocation_failures_are_not_splats() {
+    // What rvram-probe-fail.sh makes the kernel print: failslab's notice of
+    // the failure it forces, then vmalloc()'s warn_alloc() with its stack.
+    let notice = "FAULT_INJECTION: forcing a failure.\n\
+                  name failslab, interval 1, probability 0, space 0, times -1\n";
+    let report = "sh: vmalloc error: size 524288, vm_struct allocation failed, mode:0xdc0(GFP_KERNEL|__GFP_ZERO), nodemask=(null),cpuset=/,mems_allowed=0\n\
+                  CPU: 0 UID: 0 PID: 321 Comm: sh Not tainted 7.3.4 #1 PREEMPT(voluntary)\n\
+                  Call Trace:\n";
+    assert_eq!(splats(&dmesg(&format!("{notice}{report}"))), []);
+    // A line of another CPU in between.
+    assert_eq!(
+        splats(&dmesg(&format!("{notice}e1000: link up\n{report}"))),
+        []
+    );
+    // The same report without a notice, or long after one, is real.
+    assert_eq!(splats(&dmesg(report)).len(), 1);
+    let far = "x\n".repeat(INJECTED_SPAN);
+    assert_eq!(splats(&dmesg(&format!("{notice}{far}{report}"))).len(), 1);
+    // A notice excuses an allocation failure, nothing else.
+    let oops = "BUG: KASAN: slab-use-after-free in pci_p2pdma_unmap_mappings+0x1c/0x60\n";
+    assert_eq!(splats(&dmesg(&format!("{notice}{oops}"))).len(), 1);
+    let page = "kworker/0:1: page allocation failure: order:9, mode:0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), nodemask=(null),cpuset=/,mems_allowed=0\n";
+    assert_eq!(splats(&dmesg(&format!("{notice}{page}"))), []);
+}
+
+#[test]
 fn skips_are_named_not_only_counted() {
     // The right count, but one skip is not the one declared: a new skip
     // took the place of an old one.
