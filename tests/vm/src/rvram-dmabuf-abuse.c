@@ -3,10 +3,12 @@
  * The dma-buf file descriptor of a VRAM buffer object, as an attacker holds
  * it: whoever receives one (it is made to be passed between processes) may
  * map it in every way mmap(), mprotect(), mremap(), madvise() and fork()
- * allow, hand it to system calls that pin user pages (GUP), issue its ioctls with hostile arguments and do
- * all of that while the GPU is unbound under it; use the fd as a file
- * (read, write, lseek, poll, splice, sendfile); and keep it, alone, after
- * every file of the GPU is closed, across rmmod and unbind.
+ * allow, hand it to system calls that pin user pages (GUP), issue its
+ * ioctls with hostile arguments and do all of that while the GPU is
+ * unbound under it; use the fd as a file (read, write, lseek, poll,
+ * splice, sendfile); export as many as its file descriptors allow
+ * (charged to its memory cgroup); and keep it, alone, after every file of
+ * the GPU is closed, across rmmod and unbind.
  *
  *   rvram-dmabuf-abuse OWNER OWNER_PCI [SEED]
  *
@@ -19,6 +21,7 @@
  * Prints TAP.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <fcntl.h>
 #include <linux/dma-buf.h>
 #include <poll.h>
@@ -26,6 +29,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/sendfile.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -673,6 +677,90 @@ static void alloc_args(void)
 	    exported, stat_of("dmabufs_exported"));
 }
 
+/* ------------------------------------------------ many buffers, and memcg */
+
+/*
+ * Active objects of the kmalloc caches that are not charged to a memory
+ * cgroup (kmalloc-<size>), or of those that are (kmalloc-cg-<size>).
+ */
+static long long kmalloc_objs(int charged)
+{
+	char line[512], name[64];
+	long long active, sum = 0;
+	FILE *f = fopen("/proc/slabinfo", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%63s %lld", name, &active) != 2 || strncmp(name, "kmalloc-", 8))
+			continue;
+		if (charged ? strncmp(name + 8, "cg-", 3) == 0 : isdigit((unsigned char)name[8]))
+			sum += active;
+	}
+	fclose(f);
+	return sum;
+}
+
+/*
+ * Each exported buffer is an object of the exporter's as well as a dma-buf:
+ * what the exporter allocates for it must be charged to the exporting
+ * process' memory cgroup, not left to the kernel (any user who can open
+ * the GPU exports as many buffers as its file descriptors allow), and
+ * must not be bounded per GPU for all users together (a vector of every
+ * buffer, kmalloc()ed, would be: half a million buffers, and nobody could
+ * export). Export MANY one-page buffers and count kmalloc objects: the
+ * uncharged ones may grow by the dma-buf core's one per buffer (struct
+ * dma_buf), not by the exporter's as well (before the fix, three per
+ * buffer: the core's, the exporter's record and the driver's).
+ */
+#define MANY 2048
+
+static void many(void)
+{
+	static int fds[MANY];
+	struct rlimit rl;
+	long long plain0, cg0, plain, cg, pages = stat_of("dmabuf_pages");
+	int n = 0, err = 0;
+
+	getrlimit(RLIMIT_NOFILE, &rl);
+	if (rl.rlim_cur < MANY + 64) {
+		rl.rlim_cur = MANY + 64;
+		if (rl.rlim_max < rl.rlim_cur)
+			rl.rlim_max = rl.rlim_cur;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	plain0 = kmalloc_objs(0);
+	cg0 = kmalloc_objs(1);
+	while (n < MANY) {
+		int fd = alloc_bo(PAGE);
+
+		if (fd < 0) {
+			err = fd;
+			break;
+		}
+		fds[n++] = fd;
+	}
+	plain = kmalloc_objs(0) - plain0;
+	cg = kmalloc_objs(1) - cg0;
+	tap(n == MANY, "many: %d one-page buffers exported (stopped at %d: %d)", MANY, n, err);
+	tap(stat_of("dmabuf_pages") == pages + n, "many: the GPU counts %d pages exported (%lld)",
+	    n, stat_of("dmabuf_pages") - pages);
+	tap(plain0 >= 0 && plain < MANY * 3 / 2,
+	    "many: uncharged kmalloc objects grew by %lld for %d buffers (< 1.5 a buffer: the dma-buf core's)",
+	    plain, n);
+	tap(cg >= n, "many: charged kmalloc objects grew by %lld for %d buffers (at least one a buffer)",
+	    cg, n);
+	/* Released in an order unlike the export's: from both ends. */
+	for (int i = 0; i < n / 2; i++) {
+		close(fds[i]);
+		close(fds[n - 1 - i]);
+	}
+	if (n % 2)
+		close(fds[n / 2]);
+	tap(stat_of("dmabuf_pages") == pages, "many: every page given back at close (%lld left)",
+	    stat_of("dmabuf_pages") - pages);
+}
+
 /* ----------------------------------------------------- revocation races */
 
 struct racer {
@@ -980,6 +1068,7 @@ int main(int argc, char **argv)
 	file_ops(fd);
 	close(fd);
 	alloc_args();
+	many();
 	for (int round = 0; round < rounds; round++)
 		revocation(round);
 	orphaned();

@@ -65,6 +65,13 @@ use crate::{
         file,
         File, //
     },
+    list::{
+        impl_list_arc_safe,
+        impl_list_item,
+        List,
+        ListArc,
+        ListLinks, //
+    },
     new_condvar,
     new_mutex,
     pci,
@@ -123,8 +130,8 @@ pub struct ExportHandle(Arc<Shared>);
 /// `provider` and `dev` are the P2PDMA provider of BAR `bar` of a bound
 /// PCI device and that device: valid while `state.dead` is false, and
 /// never used after it became true (it does not become false again).
-/// `state.bufs` holds every dma-buf exported from here whose `release` has
-/// not run.
+/// `state.bufs` holds the [`Buffer`] of every dma-buf exported from here
+/// whose `release` has not run, and no other.
 #[pin_data]
 struct Shared {
     provider: *mut bindings::p2pdma_provider,
@@ -203,7 +210,10 @@ unsafe impl Sync for Shared {}
 
 struct State {
     dead: bool,
-    bufs: KVec<*mut bindings::dma_buf>,
+    /// Linked through the buffers themselves: exporting allocates nothing
+    /// but the buffer, charged to the caller's memory cgroup, and
+    /// `release` unlinks its buffer in O(1), however many there are.
+    bufs: List<Buffer>,
 }
 
 impl<'a> BarExporter<'a> {
@@ -241,7 +251,7 @@ impl<'a> BarExporter<'a> {
                 logged: [const { Atomic::new(false) }; Refusal::COUNT],
                 state <- new_mutex!(State {
                     dead: false,
-                    bufs: KVec::new(),
+                    bufs: List::new(),
                 }),
             }),
             GFP_KERNEL,
@@ -266,10 +276,13 @@ impl Drop for BarExporter<'_> {
         // checks `dead` under this lock, and map checks its buffer's
         // `revoked`, set below under the reservation lock that map holds.
         state.dead = true;
-        for &d in state.bufs.iter() {
-            // SAFETY: `d` is a dma-buf whose `release` has not run (type
-            // invariant of `Shared`), so its memory is valid. A file whose
-            // last reference is gone has no importer left to revoke.
+        for buf in state.bufs.iter() {
+            let d = buf.dmabuf.load(Relaxed);
+            // SAFETY: `d` is the dma-buf of a buffer in `bufs`, whose
+            // `release` has not run (type invariant of `Shared`; `release`
+            // waits for this lock to unlink it), so its memory is valid. A
+            // file whose last reference is gone has no importer left to
+            // revoke.
             let file = unsafe { bindings::get_file_active(&raw mut (*d).file) };
             if file.is_null() {
                 continue;
@@ -303,10 +316,13 @@ impl ExportHandle {
         if size == 0 || offset % page != 0 || len % page != 0 || end > sh.bar_len {
             return Err(EINVAL);
         }
-        let data: KBox<dyn Send + Sync> = KBox::new(data, GFP_KERNEL)?;
-        let buf = KBox::pin_init(
-            pin_init!(Buffer {
+        // Both are charged to the caller's memory cgroup: any user who can
+        // export may make as many buffers as its file descriptors allow.
+        let data: KBox<dyn Send + Sync> = KBox::new(data, GFP_KERNEL_ACCOUNT)?;
+        let buf = ListArc::pin_init(
+            try_pin_init!(Buffer {
                 shared: sh.clone(),
+                dmabuf: Atomic::new(core::ptr::null_mut()),
                 phys: bindings::phys_vec {
                     paddr: sh.bar_start + offset,
                     len: size,
@@ -316,17 +332,17 @@ impl ExportHandle {
                 maps <- new_mutex!(0),
                 unmapped <- new_condvar!(),
                 _data: data,
+                links <- ListLinks::new(),
             }),
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
         let mut state = sh.state.lock();
         if state.dead {
             return Err(ENODEV);
         }
-        state.bufs.reserve(1, GFP_KERNEL)?;
-        // SAFETY: The buffer is handed to the dma-buf, which gives it back
-        // in `release` (or below on failure); it is not moved meanwhile.
-        let priv_ = KBox::into_raw(unsafe { Pin::into_inner_unchecked(buf) });
+        // The dma-buf's reference, which `release` gives back (or the
+        // failure below). The list takes `buf`, the only `ListArc`.
+        let priv_ = Arc::into_raw(buf.clone_arc());
         let info = bindings::dma_buf_export_info {
             exp_name: sh.name.as_char_ptr(),
             owner: sh.module.as_ptr(),
@@ -334,19 +350,22 @@ impl ExportHandle {
             size,
             flags: file::flags::O_RDWR as i32,
             resv: core::ptr::null_mut(),
-            priv_: priv_.cast(),
+            priv_: priv_.cast_mut().cast(),
         };
         // SAFETY: `info` is complete; `OPS` has the mandatory callbacks.
         let d = match from_err_ptr(unsafe { bindings::dma_buf_export(&info) }) {
             Ok(d) => d,
             Err(e) => {
-                // SAFETY: The export failed: nothing else has the buffer.
-                drop(unsafe { KBox::from_raw(priv_) });
+                drop(state);
+                // SAFETY: The export failed: `priv_` is the reference
+                // `into_raw` made above, which nothing else took.
+                drop(unsafe { Arc::from_raw(priv_) });
                 return Err(e);
             }
         };
+        buf.dmabuf.store(d, Relaxed);
         // INVARIANT: Until `release` removes it again.
-        state.bufs.push(d, GFP_KERNEL)?;
+        state.bufs.push_back(buf);
         // INVARIANT: `dma_buf_export()` returned a dma-buf with one
         // reference (on its file), ours now.
         Ok(DmaBuf {
@@ -398,9 +417,14 @@ impl Drop for DmaBuf {
     }
 }
 
-/// The exporter's state of one dma-buf: its `priv`.
+/// The exporter's state of one dma-buf: its `priv`, a reference made by
+/// `Arc::into_raw()`.
 ///
 /// # Invariants
+///
+/// `dmabuf` is the dma-buf whose `priv` this is, from before the buffer
+/// is linked into its exporter's `bufs` (under `state`'s lock), and is
+/// only read under that lock.
 ///
 /// `revoked` only goes from false to true, under the dma-buf's reservation
 /// lock. `maps` counts the mappings made by `map` and not yet unmapped,
@@ -408,6 +432,7 @@ impl Drop for DmaBuf {
 #[pin_data]
 struct Buffer {
     shared: Arc<Shared>,
+    dmabuf: Atomic<*mut bindings::dma_buf>,
     phys: bindings::phys_vec,
     size: usize,
     revoked: Atomic<bool>,
@@ -417,6 +442,17 @@ struct Buffer {
     unmapped: CondVar,
     /// The exporter's data, dropped with the buffer.
     _data: KBox<dyn Send + Sync>,
+    /// In its exporter's `bufs`.
+    #[pin]
+    links: ListLinks,
+}
+
+impl_list_arc_safe! {
+    impl ListArcSafe<0> for Buffer { untracked; }
+}
+
+impl_list_item! {
+    impl ListItem<0> for Buffer { using ListLinks { self.links }; }
 }
 
 impl Buffer {
@@ -723,9 +759,14 @@ unsafe extern "C" fn vunmap_callback(d: *mut bindings::dma_buf, map: *mut bindin
 ///
 /// Only called by the dma-buf core, as `dma_buf_ops::release`, once.
 unsafe extern "C" fn release_callback(d: *mut bindings::dma_buf) {
-    // SAFETY: `priv` is the `Buffer` that `export` leaked into it.
-    let buf = unsafe { KBox::from_raw((*d).priv_.cast::<Buffer>()) };
+    // SAFETY: `priv` is the reference to the `Buffer` that `export` made
+    // with `Arc::into_raw()`; the dma-buf is done with it.
+    let buf = unsafe { Arc::from_raw((*d).priv_.cast::<Buffer>()) };
     // INVARIANT: `d` leaves `bufs` as its `release` runs.
-    buf.shared.state.lock().bufs.retain(|b| *b != d);
+    // SAFETY: A buffer is only ever in the list of its own exporter.
+    let linked = unsafe { buf.shared.state.lock().bufs.remove(&buf) };
+    // Dropped after the lock: the buffer's reference to the exporter's
+    // state may be the last.
+    drop(linked);
     drop(buf);
 }
