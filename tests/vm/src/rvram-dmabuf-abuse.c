@@ -3,12 +3,13 @@
  * The dma-buf file descriptor of a VRAM buffer object, as an attacker holds
  * it: whoever receives one (it is made to be passed between processes) may
  * map it in every way mmap(), mprotect(), mremap(), madvise() and fork()
- * allow, hand it to system calls that pin user pages (GUP), issue its
- * ioctls with hostile arguments and do all of that while the GPU is
- * unbound under it; use the fd as a file (read, write, lseek, poll,
- * splice, sendfile); export as many as its file descriptors allow
- * (charged to its memory cgroup); and keep it, alone, after every file of
- * the GPU is closed, across rmmod and unbind.
+ * allow, register the mapping with userfaultfd, hand it to system calls
+ * that pin user pages (GUP), issue its ioctls with hostile arguments and
+ * do all of that while the GPU is unbound under it; use the fd as a file
+ * (read, write, lseek, poll, splice, sendfile); export as many as its file
+ * descriptors allow (charged to its memory cgroup), or one of all of VRAM;
+ * and keep it, alone, after every file of the GPU is closed, across rmmod
+ * and unbind.
  *
  *   rvram-dmabuf-abuse OWNER OWNER_PCI [SEED]
  *
@@ -24,6 +25,7 @@
 #include <ctype.h>
 #include <fcntl.h>
 #include <linux/dma-buf.h>
+#include <linux/userfaultfd.h>
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -381,6 +383,75 @@ static void vma_ops(int fd)
 	    e);
 	munmap(m, 2 * PAGE);
 	munmap(m + 3 * PAGE, BO_SIZE - 3 * PAGE);
+}
+
+/* ----------------------------------------------------------- userfaultfd */
+
+/* Since Linux 6.7; the build host's headers may be older. */
+#ifndef UFFD_FEATURE_WP_ASYNC
+#define UFFD_FEATURE_WP_ASYNC (1 << 15)
+#endif
+
+/* A userfaultfd with FEATURES, or -errno. */
+static int uffd_open(uint64_t features)
+{
+	struct uffdio_api api = { .api = UFFD_API, .features = features };
+	int u = syscall(__NR_userfaultfd, O_CLOEXEC | UFFD_USER_MODE_ONLY);
+
+	if (u < 0)
+		return -errno;
+	if (ioctl(u, UFFDIO_API, &api)) {
+		int e = errno;
+
+		close(u);
+		return -e;
+	}
+	return u;
+}
+
+/*
+ * userfaultfd on the mapping: the pages are the BAR's, inserted by the
+ * exporter's fault handler, and no fault of them may be handed to user
+ * space to resolve. Every registration mode is refused (VM_PFNMAP is
+ * VM_SPECIAL), asynchronous write protection included, which core mm
+ * otherwise allows on any memory.
+ */
+static void uffd(int fd)
+{
+	static const struct {
+		const char *name;
+		uint64_t features, mode;
+	} modes[] = {
+		{ "MISSING", 0, UFFDIO_REGISTER_MODE_MISSING },
+		{ "WP", 0, UFFDIO_REGISTER_MODE_WP },
+		{ "MINOR", 0, UFFDIO_REGISTER_MODE_MINOR },
+		{ "WP with UFFD_FEATURE_WP_ASYNC", UFFD_FEATURE_WP_ASYNC, UFFDIO_REGISTER_MODE_WP },
+	};
+	unsigned char *m = map(fd, BO_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, 0);
+
+	if (!m) {
+		tap(0, "uffd: map (errno %d)", errno);
+		return;
+	}
+	stamp(m, BO_PAGES, 11);
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		struct uffdio_register reg = {
+			.range = { .start = (uintptr_t)m, .len = BO_SIZE },
+			.mode = modes[i].mode,
+		};
+		int u = uffd_open(modes[i].features), e;
+
+		if (u < 0) {
+			tap(0, "uffd: userfaultfd() for %s (got %d)", modes[i].name, u);
+			continue;
+		}
+		e = ioctl(u, UFFDIO_REGISTER, &reg) ? errno : 0;
+		tap(e == EINVAL && unstamped(m, BO_PAGES, 11) == 0,
+		    "uffd: registering the mapping for %s gets EINVAL, the pages are intact (got %d)",
+		    modes[i].name, e);
+		close(u);
+	}
+	munmap(m, BO_SIZE);
 }
 
 /* ------------------------------------------------------------------ fork */
@@ -761,6 +832,63 @@ static void many(void)
 	    stat_of("dmabuf_pages") - pages);
 }
 
+/* ------------------------------------------------------ all of VRAM */
+
+/* Whether page PAGE of the mapping M reads as zeroes. */
+static int zero_page_at(const unsigned char *m, size_t page)
+{
+	for (size_t i = 0; i < PAGE; i += 8)
+		if (*(const volatile uint64_t *)(m + page * PAGE + i))
+			return 0;
+	return 1;
+}
+
+/*
+ * One buffer of all of VRAM (16 GiB in the scale plan): the size is
+ * accepted, every page is cleared before the buffer is handed out (the
+ * cases before left their data in the first pages), nothing else fits
+ * while it lives, and every page comes back at close.
+ */
+static void whole(void)
+{
+	long long total = stat_of("pages_total"), resident = stat_of("pages_resident");
+	long long held = stat_of("dmabuf_pages");
+	size_t size = (size_t)total * PAGE, pages[] = { 0, 1, BO_PAGES - 1, total / 2, total - 1 };
+	unsigned char *m;
+	int fd, e, zero = 1;
+
+	tap(total > 0 && resident == 0 && held == 0,
+	    "whole: VRAM is empty: %lld pages, %lld resident, %lld in buffers", total, resident,
+	    held);
+	if (total <= 0 || resident || held)
+		return;
+	fd = alloc_bo(size);
+	tap(fd >= 0 && stat_of("dmabuf_pages") == total,
+	    "whole: a buffer of all %lld MiB of VRAM (got %d, %lld pages held)", total >> 8, fd,
+	    stat_of("dmabuf_pages"));
+	if (fd < 0)
+		return;
+	e = alloc_bo(PAGE);
+	tap(e == -ENOMEM, "whole: one page more gets ENOMEM (got %d)", e);
+	if (e >= 0)
+		close(e);
+	m = map(fd, size, PROT_READ, MAP_SHARED, 0);
+	tap(m != NULL, "whole: mapped whole (errno %d)", m ? 0 : errno);
+	if (m) {
+		for (size_t i = 0; i < sizeof(pages) / sizeof(pages[0]); i++)
+			zero &= zero_page_at(m, pages[i]);
+		tap(zero, "whole: the first, middle and last pages read zeroes");
+		munmap(m, size);
+	}
+	close(fd);
+	tap(stat_of("dmabuf_pages") == 0, "whole: every page given back at close (%lld held)",
+	    stat_of("dmabuf_pages"));
+	fd = alloc_bo(PAGE);
+	tap(fd >= 0, "whole: a page can be exported again (got %d)", fd);
+	if (fd >= 0)
+		close(fd);
+}
+
 /* ----------------------------------------------------- revocation races */
 
 struct racer {
@@ -1062,6 +1190,7 @@ int main(int argc, char **argv)
 	mmap_flags(fd);
 	mmap_ranges(fd);
 	vma_ops(fd);
+	uffd(fd);
 	forks(fd);
 	gup(fd);
 	dmabuf_ioctls(fd);
@@ -1069,6 +1198,7 @@ int main(int argc, char **argv)
 	close(fd);
 	alloc_args();
 	many();
+	whole();
 	for (int round = 0; round < rounds; round++)
 		revocation(round);
 	orphaned();
