@@ -24,10 +24,15 @@
 //! | an ODP MR's SGE, then a pinned MR's | `ENOENT` | rxe, the fix |
 //! | a stale lkey, no MR at the index, an MR of another PD | `EINVAL` ([`BAD_LKEY`]) | rxe's `lookup_mr()` |
 //! | a range past either end of an ODP MR | `FLUSH`: `EFAULT` ([`OUT_OF_RANGE`]), async: 0 | `ib_umem_odp_map_dma_and_lock()`; the work item fails quietly |
-//! | an SGE of length 0, 2^31 or 2^32 - 1, or at an address where the range wraps | `FLUSH`: `EINVAL` ([`HOSTILE_SGE`]), async: 0 | `hmm_range_fault()`, by luck: see [`HOSTILE_SGE`] |
+//! | an SGE of length 2^31 or 2^32 - 1 (from the MR's start, and from one byte into it), or at an address where the range wraps | `FLUSH`: `EFAULT` ([`HOSTILE_SGE`]), async: 0 | rxe, the fix: see [`HOSTILE_SGE`] |
+//! | an SGE of length 0 | `FLUSH`: `EINVAL` ([`EMPTY_SGE`]), async: 0 | `hmm_range_fault()` |
 //! | none (`num_sge` 0) | `EINVAL` ([`NO_SGE`]) | uverbs: the SGE list attribute's minimum size |
 //! | advice 3 or 255 | `EOPNOTSUPP` ([`UNKNOWN_ADVICE`]) | `rxe_ib_advise_mr()` |
 //! | flags `0x2`, `0x3`, `0x80000000` | `EINVAL` ([`UNKNOWN_FLAGS`]) | uverbs: `uverbs_get_flags32()` |
+//!
+//! An ODP MR of 2 GiB (never touched) registers, and a synchronous
+//! prefetch of its last page succeeds: rxe took the MR's length as an int
+//! and failed the registration with `EINVAL` before the fix.
 //!
 //! Then 64 asynchronous prefetches of a fresh ODP MR are queued and the MR
 //! deregistered at once, which must not crash (each work item holds a
@@ -52,16 +57,21 @@ pub const NOT_ODP: i32 = libc::ENOENT;
 pub const BAD_LKEY: i32 = libc::EINVAL;
 /// A synchronous prefetch of a range outside the ODP MR.
 pub const OUT_OF_RANGE: i32 = libc::EFAULT;
-/// A synchronous prefetch of an SGE of length 0, 2^31 or 2^32 - 1, or of
-/// a range that wraps past the end of the address space. rxe passes the
-/// SGE's u32 length on as an int (2^31 and 2^32 - 1 become negative), and
+/// A synchronous prefetch of an SGE of length 2^31 or 2^32 - 1, or of a
+/// range that wraps past the end of the address space: `EFAULT`, as for
+/// any range past the MR. Linux 7.3's rxe passed the SGE's u32 length on
+/// as an int (2^31 and 2^32 - 1 became negative), and
 /// `ib_umem_odp_map_dma_and_lock()` checks the range as `addr + length >
-/// end` without overflow, so neither it nor rxe refuses them: they reach
-/// `hmm_range_fault()` with an empty or inverted range, which
-/// `walk_page_range()` refuses with `EINVAL`. Measured on 7.3; a range
-/// check that refused them itself would say `EFAULT`, as for a range past
-/// the MR.
-pub const HOSTILE_SGE: i32 = libc::EINVAL;
+/// end`, without overflow: from the MR's start, `hmm_range_fault()`
+/// refused the empty or inverted range with `EINVAL`, by luck; from one
+/// byte into the MR, 2^32 - 1 mapped one page and the prefetch succeeded.
+/// The fix (rxe-fixes patch 4) checks the range in rxe first.
+pub const HOSTILE_SGE: i32 = libc::EFAULT;
+/// A synchronous prefetch of an SGE of length 0: `hmm_range_fault()`
+/// refuses the empty range (mlx5 answers the same).
+pub const EMPTY_SGE: i32 = libc::EINVAL;
+/// Bytes of the large ODP MR.
+const LARGE: usize = 2 << 30;
 /// No SGE at all.
 pub const NO_SGE: i32 = libc::EINVAL;
 /// An advice the kernel does not know.
@@ -167,6 +177,33 @@ fn sge(addr: u64, len: usize, lkey: u32) -> IbvSge {
         length: len as u32,
         lkey,
     }
+}
+
+/// An ODP MR of [`LARGE`] bytes of memory never touched: it registers
+/// (rxe took its length as an int and failed with `EINVAL` before the
+/// fix), and a synchronous prefetch of its last page for writing succeeds.
+fn large_odp(dev: &Device) -> Result<Vec<String>, String> {
+    let mut mem = Mmap::anonymous(LARGE).map_err(|e| format!("map {LARGE} bytes: {e}"))?;
+    let region = dev
+        .register(mem.as_mut_slice(), verbs::target_access(true))
+        .map_err(|e| format!("register {} GiB with ODP: {e}", LARGE >> 30))?;
+    let mut notes = vec![format!(
+        "{} GiB ODP MR registered, lkey {:#x}",
+        LARGE >> 30,
+        region.lkey()
+    )];
+    let last = Call {
+        advice: advise::ADVICE_PREFETCH_WRITE,
+        flags: advise::FLAG_FLUSH,
+        sges: vec![sge(
+            region.addr(LARGE - PAGE_SIZE),
+            PAGE_SIZE,
+            region.lkey(),
+        )],
+        want: 0,
+    };
+    notes.extend(check_calls(dev, &[last])?);
+    Ok(notes)
 }
 
 /// Runs the `--advise` cases on `cfg.device`, at the first `--mtu`. One TAP
@@ -281,28 +318,35 @@ pub fn run_advise(cfg: &Config) -> Vec<TestResult> {
     // u32 length on as an int, and ib_umem_odp_map_dma_and_lock() adds it
     // to the address.
     let hostile: Vec<Call> = [
-        ("length 0", base, 0u32),
-        ("length 2^31", base, 1 << 31),
-        ("length 2^32 - 1", base, u32::MAX),
+        ("length 0", base, 0u32, EMPTY_SGE),
+        ("length 2^31", base, 1 << 31, HOSTILE_SGE),
+        ("length 2^32 - 1", base, u32::MAX, HOSTILE_SGE),
+        (
+            "length 2^32 - 1, unaligned",
+            base + 1,
+            u32::MAX,
+            HOSTILE_SGE,
+        ),
         (
             "an address that wraps",
             !(PAGE_SIZE as u64 - 1),
             2 * PAGE_SIZE as u32,
+            HOSTILE_SGE,
         ),
     ]
     .iter()
-    .flat_map(|&(_, addr, length)| {
-        matrix_with(&[IbvSge { addr, length, lkey }], |flags| {
+    .flat_map(|&(_, addr, length, want)| {
+        matrix_with(&[IbvSge { addr, length, lkey }], move |flags| {
             if flags == 0 {
                 0
             } else {
-                HOSTILE_SGE
+                want
             }
         })
     })
     .collect();
     point(
-        "hostile SGEs (length 0, 2^31, 2^32 - 1, an address that wraps): EINVAL with FLUSH, accepted (and dropped) async",
+        "hostile SGEs (length 2^31, 2^32 - 1 from the start and unaligned, an address that wraps: EFAULT; length 0: EINVAL) with FLUSH, accepted (and dropped) async",
         check_calls(&dev, &hostile),
     );
     point(
@@ -341,6 +385,10 @@ pub fn run_advise(cfg: &Config) -> Vec<TestResult> {
         check_calls(&dev, &unknown_flags),
     );
     drop((odp, pinned, foreign));
+    point(
+        "an ODP MR of 2 GiB registers, and a FLUSH prefetch of its last page succeeds",
+        large_odp(&dev),
+    );
 
     let dereg = dereg_under_prefetch(&dev);
     let ok = dereg.is_ok();
