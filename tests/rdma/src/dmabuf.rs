@@ -55,9 +55,10 @@ use crate::pattern;
 use crate::prefetch;
 use crate::report::TestResult;
 use crate::unbind;
-use crate::verbs::{self, Device, OpError, Region, SendOp, Sge, Side};
+use crate::verbs::{self, Device, OpError, Region, Remote, SendOp, Sge, Side};
 use crate::vram::Vram;
 
+mod cpumr;
 mod mr;
 
 use mr::{alloc_dmabuf, rvram_dmabufs, CpuMap, DmabufMr};
@@ -404,6 +405,16 @@ pub fn run_dmabuf(cfg: &Config, device: &Path, gpu: Option<&str>) -> Vec<TestRes
         cpu,
         model: vec![0; LEN],
     };
+    point(
+        "ibv_reg_mr over the dma-buf's CPU mapping: a pinned MR gets EFAULT, an ODP MR never reaches the BAR",
+        mtu0,
+        cpumr::over_dmabuf_mapping(&case, &mut local, mtu0),
+    );
+    point(
+        "ibv_reg_mr over a mapping of the GPU's file: pinned and ODP MRs carry the data both ways",
+        mtu0,
+        cpumr::over_gpu_mapping(&case, &gpu_file, &mut local, mtu0),
+    );
     let mut all_ok = true;
     for &mtu in &cfg.mtus {
         let r = case.traffic(mtu, &mr, &mut local, &mut ram);

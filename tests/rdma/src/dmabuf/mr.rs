@@ -76,6 +76,20 @@ impl CpuMap {
         })
     }
 
+    /// The mapping's address.
+    pub(super) fn addr(&self) -> u64 {
+        self.ptr.as_ptr() as u64
+    }
+
+    /// Writes `data` at the start of the mapping with volatile writes.
+    pub(super) fn write(&self, data: &[u8]) {
+        for (i, &b) in data.iter().enumerate().take(self.len) {
+            // SAFETY: `i` is inside the mapping, which lives as long as
+            // self; nothing else in this process holds a reference to it.
+            unsafe { self.ptr.as_ptr().add(i).write_volatile(b) };
+        }
+    }
+
     /// The buffer's bytes, copied out with volatile reads (device memory
     /// that the NIC writes behind the compiler's back).
     pub(super) fn read(&self) -> Vec<u8> {
