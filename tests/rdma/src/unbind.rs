@@ -8,7 +8,17 @@
 //! the GPU through sysfs while this one keeps going in short rounds: an
 //! RDMA WRITE of one page with new data, then an RDMA READ of another page,
 //! checked against what the NIC wrote so far; after the unbind, a READ of
-//! the whole target is checked too.
+//! the whole target is checked too. Each round also queues an
+//! asynchronous prefetch of the whole MR (`ibv_advise_mr()` without
+//! `FLUSH`), whose work runs in the kernel while the unbind evicts the
+//! pages under it: it must be accepted (0) before, while and after.
+//!
+//! Before the unbind, with the pages mapped through aliases, the GPU's
+//! `p2p_alias` switch goes off: the rounds go on right (the NIC's mappings
+//! still reach the pages, which have not moved), no alias is handed out,
+//! and once the pages move (out of VRAM and in again, which invalidates the
+//! NIC's mappings) the NIC's next faults migrate them to RAM instead. The
+//! switch goes back on and the target back into VRAM before the unbind.
 //!
 //! rvram evacuates VRAM to system RAM before its device goes away, and each
 //! page's migration invalidates the NIC's mapping of it first, so the NIC
@@ -33,6 +43,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use crate::advise;
 use crate::config::{Config, Expect, PathMtu, VramMode, PAGE_SIZE};
 use crate::mmap::Mmap;
 use crate::pattern::{self, Check};
@@ -46,6 +57,8 @@ const PAGES: usize = 64;
 const ROUNDS_BEFORE: usize = 2;
 /// Rounds after the unbind finished: the NIC works on RAM pages.
 const ROUNDS_AFTER: usize = 4;
+/// Rounds with the `p2p_alias` switch off.
+const ROUNDS_OFF: usize = 8;
 /// Upper bound on rounds, should the unbind never finish.
 const MAX_ROUNDS: usize = 2000;
 /// The data before any WRITE.
@@ -121,6 +134,14 @@ pub fn run_unbind(cfg: &Config, mtu: PathMtu, vram: &VramMode, gpu: &str) -> Vec
     if !point(SETUP, case.first_read(before)) {
         return results;
     }
+    if vram.expect == Expect::Alias
+        && !point(
+            "p2p_alias switched off under live alias mappings: rounds stay right, no alias handed out, the next faults migrate",
+            case.alias_switched_off(),
+        )
+    {
+        return results;
+    }
     let traffic = case.rounds_across_unbind(gpu);
     let unbound = traffic.as_ref().map_or(true, |t| t.unbound);
     point(
@@ -154,7 +175,9 @@ struct Case<'a> {
     local: Region<'a>,
     target: Region<'a>,
     ep: Endpoints,
-    _dev: Device,
+    /// Asynchronous prefetches queued, and how many the kernel accepted.
+    prefetches: (usize, usize),
+    dev: Device,
 }
 
 impl<'a> Case<'a> {
@@ -191,7 +214,8 @@ impl<'a> Case<'a> {
                 local,
                 target,
                 ep,
-                _dev: dev,
+                prefetches: (0, 0),
+                dev,
             },
             before,
         ))
@@ -234,11 +258,32 @@ impl<'a> Case<'a> {
         Ok(())
     }
 
-    /// One round: WRITE a page, READ another one back and check it. Short,
-    /// so that many rounds overlap the unbind.
+    /// Queues an asynchronous prefetch of the whole target for writing;
+    /// fails unless the kernel accepts it.
+    fn prefetch_async(&mut self) -> Result<(), String> {
+        let len = PAGES * PAGE_SIZE;
+        let mut sges = advise::prefetch_sges(self.target.addr(0), len, self.target.lkey())?;
+        self.prefetches.0 += 1;
+        match self
+            .dev
+            .advise_mr(advise::ADVICE_PREFETCH_WRITE, 0, &mut sges)?
+        {
+            0 => {
+                self.prefetches.1 += 1;
+                Ok(())
+            }
+            e => Err(format!("asynchronous prefetch: {}", advise::errno_name(e))),
+        }
+    }
+
+    /// One round: WRITE a page, queue a prefetch of the whole target, READ
+    /// another page back and check it. Short, so that many rounds overlap
+    /// the unbind.
     fn round(&mut self, round: usize) -> Result<(), String> {
         self.write_page(round)
             .map_err(|e| format!("round {round}: WRITE: {e}"))?;
+        self.prefetch_async()
+            .map_err(|e| format!("round {round}: {e}"))?;
         let page = (round * 7 + 3) % PAGES;
         let at = page * PAGE_SIZE;
         let sink = PAGES * PAGE_SIZE;
@@ -271,6 +316,73 @@ impl<'a> Case<'a> {
         } else {
             Err(format!("{note}; want what --expect {} means", self.expect))
         }
+    }
+
+    /// The `p2p_alias` switch off while the NIC maps the target through
+    /// aliases (see the module's documentation); on again, and the target
+    /// back in VRAM and mapped through aliases, at the end.
+    fn alias_switched_off(&mut self) -> Result<Vec<String>, String> {
+        let switch = vram::AliasSwitch::open()?;
+        let before = self.vram.stats()?;
+        switch.set(false)?;
+        let off = self.rounds_with_alias_off(&before);
+        switch.set(true)?;
+        let mut notes = off?;
+        // Back into VRAM, mapped through aliases, for the unbind.
+        let addr = self.target.addr(0) as usize;
+        self.vram
+            .migrate_range(true, addr, PAGES)
+            .map_err(|e| format!("MIGRATE_TO_DEV with p2p_alias on again: {e}"))?;
+        let before = self.vram.stats()?;
+        self.read_all("READ with p2p_alias on again")?;
+        let d = self.vram.stats()?.since(&before);
+        let n = vram::resident(&self.vram.snapshot(self.target.bytes())?);
+        if d.alias_grants == 0 || n != PAGES {
+            return Err(format!(
+                "p2p_alias on again: {d}; {n} of {PAGES} pages in VRAM"
+            ));
+        }
+        notes.push(format!(
+            "p2p_alias on again, target back in VRAM: READ through aliases ({d})"
+        ));
+        Ok(notes)
+    }
+
+    fn rounds_with_alias_off(&mut self, before: &Stats) -> Result<Vec<String>, String> {
+        for round in 0..ROUNDS_OFF {
+            self.round(MAX_ROUNDS + round)?;
+        }
+        let d = self.vram.stats()?.since(before);
+        if d.alias_grants != 0 || d.migrated_to_ram != 0 {
+            return Err(format!(
+                "{ROUNDS_OFF} rounds with p2p_alias off: {d}; want no alias and no migration"
+            ));
+        }
+        let mut notes = vec![format!(
+            "{ROUNDS_OFF} rounds with p2p_alias off, the NIC's alias mappings still live: every byte right, no alias handed out, nothing migrated"
+        )];
+        // The pages move: the NIC's mappings are invalidated, and its next
+        // faults find them in VRAM with aliases refused.
+        let addr = self.target.addr(0) as usize;
+        let out = self.vram.migrate_range(false, addr, PAGES);
+        let back = self.vram.migrate_range(true, addr, PAGES);
+        let moved = out
+            .and_then(|o| Ok((o, back?)))
+            .map_err(|e| format!("moving the target out of VRAM and in again: {e}"))?;
+        let before = self.vram.stats()?;
+        self.read_all("READ after the pages moved, p2p_alias off")?;
+        let d = self.vram.stats()?.since(&before);
+        let n = vram::resident(&self.vram.snapshot(self.target.bytes())?);
+        if d.alias_grants != 0 || d.migrated_to_ram == 0 || n != 0 {
+            return Err(format!(
+                "READ after the pages moved, p2p_alias off: {d}; {n} of {PAGES} pages in VRAM; want migration to RAM, no alias"
+            ));
+        }
+        notes.push(format!(
+            "pages moved out and in ({} and {} pages), then a READ: every byte right, migrated to RAM, no alias ({d})",
+            moved.0, moved.1
+        ));
+        Ok(notes)
     }
 
     /// Rounds of traffic while another thread unbinds the GPU.
@@ -326,8 +438,10 @@ impl<'a> Case<'a> {
             let unbind = unbind.map_err(|e| format!("unbind {gpu}: {e}"));
             let notes = match (result, unbind) {
                 (Ok(()), Ok(())) if finished => vec![format!(
-                    "{rounds} rounds: {ROUNDS_BEFORE} before, {during} while the unbind of {gpu} ran ({} ms), {after} after, then a READ of the whole target; every byte matched",
+                    "{rounds} rounds: {ROUNDS_BEFORE} before, {during} while the unbind of {gpu} ran ({} ms), {after} after, then a READ of the whole target; every byte matched; {} of {} asynchronous prefetches accepted",
                     took.as_millis(),
+                    self.prefetches.1,
+                    self.prefetches.0,
                 )],
                 (Ok(()), Ok(())) => {
                     return Err(format!("the unbind of {gpu} did not finish in {MAX_ROUNDS} rounds"))
