@@ -4,11 +4,13 @@
 # fails in turn (fault injection: the debug config's failslab, driven by
 # the binding task's /proc/thread-self/fail-nth), for both drivers, until
 # a bind runs past its last allocation; every bind that failed must have
-# taken back what it set up. Afterwards the GPU binds as rvram0 again,
+# taken back what it set up. Afterwards the GPU binds as rvramN again,
 # with its /dev node, debugfs directory and dmem region, and the other
 # GPUs keep theirs: before the fix, a probe that failed after it took its
 # registry index kept it, and eight such failures made every bind fail
-# with EBUSY for good.
+# with EBUSY for good. The GPU is the guest's last (the dual plan's
+# smallest, 128 MiB: each bind sets up its struct pages, so a small GPU
+# keeps the few hundred binds short); N is its index.
 # Environment: RVRAM_TOP.
 set -u
 . "$(dirname "$0")/tap.sh"
@@ -24,13 +26,18 @@ if [ ! -d $FS ] || [ ! -e /proc/thread-self/fail-nth ]; then
 	tap_skip "failed probes" "kernel without CONFIG_FAILSLAB and CONFIG_FAULT_INJECTION_DEBUG_FS"
 	tap_done
 fi
+if grep -q '^rvram ' /proc/modules; then
+	tap_check "rmmod rvram (left loaded by an earlier suite)" rmmod rvram
+fi
 tap_check "rvram_load" rvram_load
-gpu=$(rvram_gpus | head -1)
-tap_check "$gpu is rvram0" test -d /sys/kernel/debug/rvram/rvram0
+mapfile -t gpus < <(rvram_gpus)
+gpu=${gpus[-1]}
+name=rvram$((${#gpus[@]} - 1))
+tap_check "$gpu is $name" test -d /sys/kernel/debug/rvram/$name
 regions() { grep -c '^rvram/' /sys/fs/cgroup/dmem.capacity 2>/dev/null; }
 n_regions=$(regions)
 [ "${n_regions:-0}" -ge 1 ] || sed 's/^/# dmem.capacity: /' /sys/fs/cgroup/dmem.capacity
-tap_check "dmem.capacity lists rvram0's region" test "${n_regions:-0}" -ge 1
+tap_check "dmem.capacity lists $name's region" test "${n_regions:-0}" -ge 1
 tap_check "unbind $gpu" rvram_unbind "$gpu"
 
 # GFP_KERNEL allocations may fail too (failslab skips them by default),
@@ -94,8 +101,8 @@ for drv in rvram rvram-coherent; do
 		test $past = 1
 	tap_check "$drv: some binds failed ($failed)" test $failed -gt 8
 	tap_check "$drv: $gpu binds after the failed ones" rvram_bind "$gpu"
-	tap_check "$drv: ... as rvram0" test -d /sys/kernel/debug/rvram/rvram0
-	tap_check "$drv: ... with /dev/rvram0" test -c /dev/rvram0
+	tap_check "$drv: ... as $name" test -d /sys/kernel/debug/rvram/$name
+	tap_check "$drv: ... with /dev/$name" test -c /dev/$name
 	tap_eq "$drv: ... and one dmem region per bound GPU, as before" "$n_regions" "$(regions)"
 	tap_check "$drv: unbind $gpu" rvram_unbind "$gpu"
 done

@@ -686,7 +686,21 @@ fn splats_and_storm(log: &str, killed: bool) -> (Vec<Splat>, bool) {
             continue;
         }
         if injected_failure(&lines, i) {
-            i += 1;
+            // Its stack dump ends the report: the registers of the task
+            // in user space ("RIP: 0033:") are no splat there; anything
+            // else that looks like one still is.
+            let end = (i + 1..(i + INJECTED_REPORT_SPAN).min(lines.len()))
+                .find(|&j| lines[j].contains("</TASK>"))
+                .unwrap_or(i);
+            for (j, line) in lines.iter().enumerate().take(end).skip(i + 1) {
+                if is_splat(line) && !line.contains("RIP: 0033:") {
+                    out.push(Splat {
+                        line: j + 1,
+                        text: line.trim_end().to_string(),
+                    });
+                }
+            }
+            i = end + 1;
             continue;
         }
         out.push(Splat {
@@ -713,6 +727,10 @@ fn strip_timestamp(line: &str) -> &str {
 /// How many lines before an allocation failure's report the fault
 /// injection's notice may be (another CPU's lines can come in between).
 const INJECTED_SPAN: usize = 4;
+
+/// At most how many lines the stack dump of such a report takes, up to
+/// its `</TASK>`.
+const INJECTED_REPORT_SPAN: usize = 200;
 
 /// Whether `lines[i]` is `warn_alloc()`'s report of a failure that fault
 /// injection forced (tests/vm/rvram-probe-fail.sh): `lib/fault-inject.c`'s
