@@ -125,6 +125,11 @@ dual)
 	# The same fuzz as on test_hmm in the single plan, on rvram0 (90 s).
 	expect dmirror-fuzz-rvram
 	run_suite dmirror-fuzz-rvram "$T/dmirror-fuzz.sh" rvram "${RVRAM_FUZZ_SECONDS:-90}"
+	# Every slab allocation of a bind failed in turn (failslab), for
+	# both drivers, on rvram3 (128 MiB): a failed probe leaves nothing
+	# behind (about 5 minutes).
+	expect rvram-probe-fail
+	run_suite rvram-probe-fail "$T/rvram-probe-fail.sh"
 	;;
 alias)
 	# Two GPUs under the switch and one far GPU (tools/vm.sh --far-gpus 1),
