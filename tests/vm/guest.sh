@@ -218,12 +218,16 @@ coverage)
 		mkdir -p "$R/kcov/$1"
 		RVRAM_KCOV_DIR=$R/kcov/$1 run_suite "$@"
 	}
-	expect rvram-stress hmm-race-rvram hmm-race-test_hmm dmirror-fuzz-rvram dmirror-fuzz-test_hmm
+	expect rvram-stress hmm-race-rvram hmm-race-test_hmm dmirror-fuzz-rvram dmirror-fuzz-test_hmm \
+		coherent-longterm
 	RVRAM_STRESS_ONLY="race cow exhaust kill fuzz" traced rvram-stress "$T/rvram-stress.sh"
 	traced hmm-race-rvram "$T/hmm-race.sh" rvram 60
 	traced hmm-race-test_hmm "$T/hmm-race.sh" test_hmm 60
 	traced dmirror-fuzz-rvram "$T/dmirror-fuzz.sh" rvram "${RVRAM_FUZZ_SECONDS:-90}"
 	traced dmirror-fuzz-test_hmm "$T/dmirror-fuzz.sh" test_hmm "${RVRAM_FUZZ_SECONDS:-90}"
+	# The one path of mm/migrate_device.c that needs a device-coherent
+	# GPU: a long-term pin moving its pages out first.
+	traced coherent-longterm "$T/coherent-longterm.sh"
 	;;
 pyverbs-stock)
 	# rdma-core's ODP tests on the stock kernel: make pyverbs-baseline.

@@ -32,12 +32,14 @@
 #include <linux/errqueue.h>
 #include <linux/io_uring.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 
 #include "dmirror.h"
+#include "kcov.h"
 
 /* SNAPSHOT: a device-coherent page of this GPU. */
 #define PROT_DEV_COHERENT_LOCAL 0x40
