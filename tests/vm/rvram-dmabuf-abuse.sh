@@ -16,7 +16,7 @@ rvram_load || exit 1
 # rvram0: the first GPU by PCI address.
 gpu=$(rvram_gpus | head -1)
 lines=$(dmesg | wc -l)
-tap_bounded 300 /tmp/rvram-dmabuf-abuse.out \
+tap_bounded 600 /tmp/rvram-dmabuf-abuse.out \
 	"$RVRAM_GUEST_BIN/rvram-dmabuf-abuse" 0 "$gpu" ${RVRAM_ABUSE_SEED:-}
 rc=$?
 tap_relay "" "$(cat /tmp/rvram-dmabuf-abuse.out)"
