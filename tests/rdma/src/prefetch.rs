@@ -24,7 +24,7 @@
 //! | an ODP MR's SGE, then a pinned MR's | `ENOENT` | rxe, the fix |
 //! | a stale lkey, no MR at the index, an MR of another PD | `EINVAL` ([`BAD_LKEY`]) | rxe's `lookup_mr()` |
 //! | a range past either end of an ODP MR | `FLUSH`: `EFAULT` ([`OUT_OF_RANGE`]), async: 0 | `ib_umem_odp_map_dma_and_lock()`; the work item fails quietly |
-//! | an SGE of length 2^31 or 2^32 - 1 (from the MR's start, and from one byte into it), or at an address where the range wraps | `FLUSH`: `EFAULT` ([`HOSTILE_SGE`]), async: 0 | rxe, the fix: see [`HOSTILE_SGE`] |
+//! | an SGE of length 2^31 or 2^32 - 1 (from the MR's start, and from two bytes into it), or at an address where the range wraps | `FLUSH`: `EFAULT` ([`HOSTILE_SGE`]), async: 0 | rxe, the fix: see [`HOSTILE_SGE`] |
 //! | an SGE of length 0 | `FLUSH`: `EINVAL` ([`EMPTY_SGE`]), async: 0 | `hmm_range_fault()` |
 //! | none (`num_sge` 0) | `EINVAL` ([`NO_SGE`]) | uverbs: the SGE list attribute's minimum size |
 //! | advice 3 or 255 | `EOPNOTSUPP` ([`UNKNOWN_ADVICE`]) | `rxe_ib_advise_mr()` |
@@ -63,8 +63,9 @@ pub const OUT_OF_RANGE: i32 = libc::EFAULT;
 /// as an int (2^31 and 2^32 - 1 became negative), and
 /// `ib_umem_odp_map_dma_and_lock()` checks the range as `addr + length >
 /// end`, without overflow: from the MR's start, `hmm_range_fault()`
-/// refused the empty or inverted range with `EINVAL`, by luck; from one
-/// byte into the MR, 2^32 - 1 mapped one page and the prefetch succeeded.
+/// refused the empty or inverted range with `EINVAL`, by luck; from two
+/// bytes into the MR, 2^32 - 1 mapped one page and the prefetch succeeded
+/// (from one byte in, the end lands on the page boundary: empty again).
 /// The fix (rxe-fixes patch 4) checks the range in rxe first.
 pub const HOSTILE_SGE: i32 = libc::EFAULT;
 /// A synchronous prefetch of an SGE of length 0: `hmm_range_fault()`
@@ -323,7 +324,7 @@ pub fn run_advise(cfg: &Config) -> Vec<TestResult> {
         ("length 2^32 - 1", base, u32::MAX, HOSTILE_SGE),
         (
             "length 2^32 - 1, unaligned",
-            base + 1,
+            base + 2,
             u32::MAX,
             HOSTILE_SGE,
         ),
