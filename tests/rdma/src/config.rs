@@ -241,6 +241,9 @@ pub struct Config {
     /// `--unbind PCI_ADDR`: instead of the suite, unbind the GPU at this
     /// address during RDMA traffic ([`crate::unbind`]).
     pub unbind: Option<String>,
+    /// `--rmmod`: with `--unbind`, remove the module instead of unbinding
+    /// the GPU, with every `/dev/rvramN` file of the process closed.
+    pub rmmod: bool,
     /// `--dmabuf`: instead of the suite, RDMA to and from a VRAM buffer
     /// object of the `--vram` GPU registered as a dma-buf MR
     /// ([`crate::dmabuf`]); with `--unbind`, unbind the GPU under it last.
@@ -272,6 +275,7 @@ impl Default for Config {
             bench: None,
             demo: false,
             unbind: None,
+            rmmod: false,
             dmabuf: false,
             advise: false,
             fuzz: None,
@@ -359,6 +363,10 @@ options:
                      PCI_ADDR (the one behind --vram) through sysfs while
                      RDMA WRITEs and READs run against its VRAM, check every
                      byte, then bind it again (at the first --mtu)
+  --rmmod            with --unbind: close the --vram file and remove the
+                     rvram module (rmmod) instead, with the NIC's
+                     asynchronous prefetches in flight; the GPU stays
+                     unbound, for the caller to load the module again
   --dmabuf           with --vram: instead of the suite, register a VRAM
                      buffer object of that GPU as a dma-buf MR
                      (ibv_reg_dmabuf_mr) and RDMA WRITE and READ it at each
@@ -438,6 +446,7 @@ where
             "--demo" => cfg.demo = true,
             "--dmabuf" => cfg.dmabuf = true,
             "--advise" => cfg.advise = true,
+            "--rmmod" => cfg.rmmod = true,
             "--unbind" => {
                 let addr = value()?;
                 if addr.is_empty() || addr.contains('/') {
@@ -529,6 +538,9 @@ where
         (None, None) if cfg.fuzz.is_some() => return Err("--fuzz needs --vram".to_owned()),
         (None, None) => None,
     };
+    if cfg.rmmod && (cfg.unbind.is_none() || cfg.dmabuf) {
+        return Err("--rmmod needs --unbind, without --dmabuf".to_owned());
+    }
     if cfg.vram.is_some() {
         if !cfg.odp {
             return Err(

@@ -30,6 +30,14 @@
 //! Afterwards the CPU reads every byte, the still-open dmirror file reports
 //! `ENODEV`, and the GPU is bound again for whatever runs next.
 //!
+//! With `--rmmod`, the process closes its dmirror file after the first
+//! steps, so that only its NIC's mappings and the pages in its address
+//! space hold on to the GPU, and the second thread removes the whole module
+//! (`rmmod rvram`) instead: the same rounds and asynchronous prefetches
+//! run across the unload, which unbinds the GPU and evicts its pages while
+//! the prefetches' work faults them; then the module must be gone and the
+//! CPU must read every byte.
+//!
 //! rvram registers two PCI drivers, `rvram` (device-private VRAM) and
 //! `rvram-coherent`, each binding only the devices assigned to it through
 //! `driver_override`: the GPU is unbound through its own `driver/unbind`
@@ -142,7 +150,22 @@ pub fn run_unbind(cfg: &Config, mtu: PathMtu, vram: &VramMode, gpu: &str) -> Vec
     {
         return results;
     }
-    let traffic = case.rounds_across_unbind(gpu);
+    if cfg.rmmod {
+        // Nothing of the process holds the module but its NIC's mappings.
+        case.vram = None;
+        let traffic = case.rounds_across_unbind(&Removal::Rmmod);
+        let removed = traffic.as_ref().is_ok_and(|t| t.unbound);
+        point(
+            "RDMA WRITE and READ rounds and asynchronous prefetches while rmmod unbinds the GPU: every one completes, every byte right",
+            traffic.map(|t| t.notes),
+        );
+        if removed {
+            point("the module is gone", module_gone());
+            point("the CPU reads every byte the NIC wrote", case.cpu_check());
+        }
+        return results;
+    }
+    let traffic = case.rounds_across_unbind(&Removal::Unbind(gpu.to_owned()));
     let unbound = traffic.as_ref().map_or(true, |t| t.unbound);
     point(
         "RDMA WRITE and READ rounds while the GPU unbinds: every one completes, every byte right",
@@ -160,6 +183,55 @@ pub fn run_unbind(cfg: &Config, mtu: PathMtu, vram: &VramMode, gpu: &str) -> Vec
     results
 }
 
+/// How the GPU goes away under the traffic.
+enum Removal {
+    /// Through its driver's `unbind` file in sysfs.
+    Unbind(String),
+    /// With the whole module (`rmmod rvram`), which unbinds every GPU.
+    Rmmod,
+}
+
+impl Removal {
+    fn run(&self) -> Result<(), String> {
+        match self {
+            Self::Unbind(gpu) => unbind_gpu(gpu),
+            Self::Rmmod => {
+                let out = std::process::Command::new("rmmod")
+                    .arg("rvram")
+                    .output()
+                    .map_err(|e| format!("run rmmod: {e}"))?;
+                if out.status.success() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "rmmod rvram: {}: {}",
+                        out.status,
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ))
+                }
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Removal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unbind(gpu) => write!(f, "the unbind of {gpu}"),
+            Self::Rmmod => write!(f, "rmmod rvram"),
+        }
+    }
+}
+
+/// The module is unloaded: `/sys/module/rvram` is gone.
+fn module_gone() -> Result<Vec<String>, String> {
+    if Path::new("/sys/module/rvram").exists() {
+        Err("/sys/module/rvram still exists after rmmod".into())
+    } else {
+        Ok(vec!["/sys/module/rvram is gone".into()])
+    }
+}
+
 /// What the traffic thread saw.
 struct Traffic {
     /// Whether the GPU was unbound, so it must be bound again.
@@ -170,7 +242,8 @@ struct Traffic {
 struct Case<'a> {
     cfg: &'a Config,
     expect: Expect,
-    vram: Vram,
+    /// The open `/dev/rvramN` file; closed before a module removal.
+    vram: Option<Vram>,
     model: Model,
     local: Region<'a>,
     target: Region<'a>,
@@ -209,7 +282,7 @@ impl<'a> Case<'a> {
             Self {
                 cfg,
                 expect,
-                vram,
+                vram: Some(vram),
                 model: Model::new(),
                 local,
                 target,
@@ -308,8 +381,8 @@ impl<'a> Case<'a> {
     /// expected (aliases, or migration with aliases disabled).
     fn first_read(&mut self, before: Stats) -> Result<Vec<String>, String> {
         self.read_all("first READ")?;
-        let delta = self.vram.stats()?.since(&before);
-        let n = vram::resident(&self.vram.snapshot(self.target.bytes())?);
+        let delta = self.vram()?.stats()?.since(&before);
+        let n = vram::resident(&self.vram()?.snapshot(self.target.bytes())?);
         let note = format!(
             "registration and first READ: {delta}; {n} of {PAGES} pages in VRAM afterwards"
         );
@@ -330,7 +403,7 @@ impl<'a> Case<'a> {
     /// back in VRAM and mapped through aliases, at the end.
     fn alias_switched_off(&mut self) -> Result<Vec<String>, String> {
         let switch = vram::AliasSwitch::open()?;
-        let before = self.vram.stats()?;
+        let before = self.vram()?.stats()?;
         switch.set(false)?;
         let off = self.rounds_with_alias_off(&before);
         switch.set(true)?;
@@ -338,12 +411,14 @@ impl<'a> Case<'a> {
         // Back into VRAM, mapped through aliases, for the unbind.
         let addr = self.target.addr(0) as usize;
         self.vram
+            .as_mut()
+            .ok_or("the /dev/rvramN file is closed")?
             .migrate_range(true, addr, PAGES)
             .map_err(|e| format!("MIGRATE_TO_DEV with p2p_alias on again: {e}"))?;
-        let before = self.vram.stats()?;
+        let before = self.vram()?.stats()?;
         self.read_all("READ with p2p_alias on again")?;
-        let d = self.vram.stats()?.since(&before);
-        let n = vram::resident(&self.vram.snapshot(self.target.bytes())?);
+        let d = self.vram()?.stats()?.since(&before);
+        let n = vram::resident(&self.vram()?.snapshot(self.target.bytes())?);
         if d.alias_grants == 0 || n != PAGES {
             return Err(format!(
                 "p2p_alias on again: {d}; {n} of {PAGES} pages in VRAM"
@@ -360,7 +435,7 @@ impl<'a> Case<'a> {
         for round in 0..ROUNDS_OFF {
             self.round_with(MAX_ROUNDS + round, false)?;
         }
-        let d = self.vram.stats()?.since(before);
+        let d = self.vram()?.stats()?.since(before);
         if d.alias_grants != 0 || d.migrated_to_ram != 0 {
             return Err(format!(
                 "{ROUNDS_OFF} rounds with p2p_alias off: {d}; want no alias and no migration"
@@ -371,11 +446,11 @@ impl<'a> Case<'a> {
         )];
         // The next fault: a synchronous prefetch of the whole MR, which
         // finds the pages in VRAM with aliases refused.
-        let before = self.vram.stats()?;
+        let before = self.vram()?.stats()?;
         let took = self.dev.prefetch_write(&self.target)?;
         self.read_all("READ after a prefetch with p2p_alias off")?;
-        let d = self.vram.stats()?.since(&before);
-        let n = vram::resident(&self.vram.snapshot(self.target.bytes())?);
+        let d = self.vram()?.stats()?.since(&before);
+        let n = vram::resident(&self.vram()?.snapshot(self.target.bytes())?);
         if d.alias_grants != 0 || d.migrated_to_ram == 0 || n != 0 {
             return Err(format!(
                 "prefetch with p2p_alias off: {d}; {n} of {PAGES} pages in VRAM; want every page migrated to RAM, no alias"
@@ -389,7 +464,7 @@ impl<'a> Case<'a> {
     }
 
     /// Rounds of traffic while another thread unbinds the GPU.
-    fn rounds_across_unbind(&mut self, gpu: &str) -> Result<Traffic, String> {
+    fn rounds_across_unbind(&mut self, removal: &Removal) -> Result<Traffic, String> {
         let started = AtomicBool::new(false);
         let (done_tx, done_rx) = mpsc::channel();
         std::thread::scope(|s| {
@@ -399,7 +474,7 @@ impl<'a> Case<'a> {
                     std::thread::sleep(Duration::from_millis(1));
                 }
                 let t = Instant::now();
-                let r = unbind_gpu(gpu);
+                let r = removal.run();
                 let _ = done_tx.send(());
                 (r, t.elapsed())
             });
@@ -432,22 +507,22 @@ impl<'a> Case<'a> {
             // Never leave the unbinder waiting for its go.
             started.store(true, Ordering::Release);
             if result.is_ok() && finished {
-                result = self.read_all("READ of the whole target after the unbind");
+                result = self.read_all(&format!("READ of the whole target after {removal}"));
             }
             let (unbind, took) = unbinder
                 .join()
                 .map_err(|_| "the unbind thread panicked".to_owned())?;
             let unbound = unbind.is_ok();
-            let unbind = unbind.map_err(|e| format!("unbind {gpu}: {e}"));
+            let unbind = unbind.map_err(|e| format!("{removal}: {e}"));
             let notes = match (result, unbind) {
                 (Ok(()), Ok(())) if finished => vec![format!(
-                    "{rounds} rounds: {ROUNDS_BEFORE} before, {during} while the unbind of {gpu} ran ({} ms), {after} after, then a READ of the whole target; every byte matched; {} of {} asynchronous prefetches accepted",
+                    "{rounds} rounds: {ROUNDS_BEFORE} before, {during} while {removal} ran ({} ms), {after} after, then a READ of the whole target; every byte matched; {} of {} asynchronous prefetches accepted",
                     took.as_millis(),
                     self.prefetches.1,
                     self.prefetches.0,
                 )],
                 (Ok(()), Ok(())) => {
-                    return Err(format!("the unbind of {gpu} did not finish in {MAX_ROUNDS} rounds"))
+                    return Err(format!("{removal} did not finish in {MAX_ROUNDS} rounds"))
                 }
                 (Err(why), _) | (_, Err(why)) => return Err(why),
             };
@@ -455,8 +530,15 @@ impl<'a> Case<'a> {
         })
     }
 
+    /// The open `/dev/rvramN` file.
+    fn vram(&self) -> Result<&Vram, String> {
+        self.vram
+            .as_ref()
+            .ok_or_else(|| "the /dev/rvramN file is closed".to_owned())
+    }
+
     fn enodev(&self) -> Result<Vec<String>, String> {
-        match self.vram.snapshot(self.target.bytes()) {
+        match self.vram()?.snapshot(self.target.bytes()) {
             Ok(_) => Err("SNAPSHOT succeeded on the file of an unbound GPU".into()),
             Err(e) if e.contains(&format!("os error {ENODEV}")) => {
                 Ok(vec![format!("SNAPSHOT: {e}")])
