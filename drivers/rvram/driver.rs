@@ -430,12 +430,14 @@ impl<const COHERENT: bool> pci::Driver for RvramDriver<COHERENT> {
             Ok(ev) => dev_info!(
                 pdev,
                 "{name}: removed, {} pages evicted in {} us ({} of {} pages scanned in {} \
-                 pass(es))\n",
+                 pass(es), {} chunk and {} page bits walked)\n",
                 ev.pages,
                 ev.us,
                 ev.scanned,
                 gpu.vram.nr_pages(),
-                ev.passes
+                ev.passes,
+                ev.walk.chunk_bits,
+                ev.walk.page_bits
             ),
             Err(_) => registry::retire(pdev, gpu, gpu.vram.nr_used()),
         }

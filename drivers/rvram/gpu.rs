@@ -22,6 +22,7 @@ use kernel::{
         pagemap::{
             Owner,
             Pagemap,
+            UsedWalk,
             MAX_FOLIO_ORDER, //
         },
     },
@@ -207,7 +208,7 @@ impl Gpu {
             let pass = Instant::<Monotonic>::now();
             done.passes += 1;
             let mut next = 0;
-            while let Some(used) = pm.next_used(next) {
+            while let Some(used) = pm.next_used_walk(next, &mut done.walk) {
                 // Rounds start on a folio boundary: none straddles two.
                 let first = used - used % PMD_PAGES;
                 let count = EVICT_CHUNK.min(pm.nr_pages() - first);
@@ -264,6 +265,9 @@ pub(crate) struct Evicted {
     pub(crate) pages: usize,
     /// VRAM pages that the eviction rounds looked at, in all passes.
     pub(crate) scanned: usize,
+    /// The bits of the allocator's bitmaps that finding the pages in use
+    /// looked at, in all passes.
+    pub(crate) walk: UsedWalk,
     /// Passes over the pages in use: more than one when some could not
     /// move at first.
     pub(crate) passes: usize,

@@ -158,13 +158,22 @@ rm -f "$tmp"
 tap_eq "rvram-unbind with data resident" 0 $rc
 echo "# migrate 4 MiB in, unbind with it resident (eviction), check, bind: $t_evict ms"
 line=$(dmesg | tail -n +$((seen + 1)) |
-	grep -o "rvram0: removed, 1024 pages evicted in [0-9]* us ([0-9]* of $pages pages scanned in [0-9]* pass(es))")
+	grep -o "rvram0: removed, 1024 pages evicted in [0-9]* us ([0-9]* of $pages pages scanned in [0-9]* pass(es), [0-9]* chunk and [0-9]* page bits walked)")
 tap_check "rvram0 logged the eviction of 1024 pages: $line" test -n "$line"
 # Eviction walks the pages in use, not all of VRAM: 4 MiB in use lie in
 # at most two rounds of 8192 pages per pass whatever the VRAM size.
-read -r scanned passes < <(echo "$line" | tr -d '(' | awk '{ print $9, $15 }')
+read -r scanned passes chunk_bits page_bits < <(echo "$line" | tr -d '(,' | awk '{ print $9, $15, $17, $20 }')
 tap_check "eviction looked at ${scanned:-?} of $pages pages in ${passes:-?} pass(es), at most 16384 per pass" \
 	test "${scanned:-99999999}" -le $((16384 * ${passes:-0}))
+# Finding those pages looks at a bit per 2 MiB chunk, twice at most per
+# pass (the chunk a search starts in is looked at again by the next), and
+# at page bits only in chunks in use: at most the pages scanned, plus one
+# chunk per search, of which a pass makes one per round and one more.
+chunks=$((pages / 512))
+tap_check "finding the pages in use walked ${chunk_bits:-?} chunk bits, at most $((2 * chunks)) per pass" \
+	test "${chunk_bits:-99999999}" -le $((2 * chunks * ${passes:-0}))
+tap_check "and ${page_bits:-?} page bits, at most the pages scanned plus 512 per round, not one per page of VRAM" \
+	test "${page_bits:-99999999}" -le $((${scanned:-0} + 512 * (${scanned:-0} / 8192 + 2 * ${passes:-0})))
 
 tap_check "rmmod rvram" rmmod rvram
 tap_done

@@ -743,23 +743,30 @@ impl Pages {
 
     /// The first page in a folio at or after `start`: found through the
     /// chunks in use, so that it costs a bit per chunk and the page bits
-    /// of two chunks at most, not a bit per page.
-    fn next_used(&self, mut start: usize) -> Option<usize> {
+    /// of two chunks at most, not a bit per page. Adds the bits it looked
+    /// at to `walk`.
+    fn next_used(&self, mut start: usize, walk: &mut UsedWalk) -> Option<usize> {
         let nr_pages = self.bits.len();
         while start < nr_pages {
-            let c = self.in_use.next_bit(start / CHUNK_PAGES)?;
+            let first_chunk = start / CHUNK_PAGES;
+            let Some(c) = self.in_use.next_bit(first_chunk) else {
+                walk.chunk_bits += nr_pages / CHUNK_PAGES - first_chunk;
+                return None;
+            };
+            walk.chunk_bits += c + 1 - first_chunk;
             let end = (c + 1) * CHUNK_PAGES;
+            let from = start.max(c * CHUNK_PAGES);
             // SAFETY: `bits` has `nr_pages` bits, a whole number of
             // chunks (`Pages::new`), so `end <= nr_pages`; the search
             // stops at `end`.
-            let i = unsafe {
-                bindings::_find_next_bit(self.bits.as_ptr(), end, start.max(c * CHUNK_PAGES))
-            };
+            let i = unsafe { bindings::_find_next_bit(self.bits.as_ptr(), end, from) };
             // A chunk in use has a page in a folio, though maybe not after
             // `start` in the chunk that `start` is in.
             if i < end {
+                walk.page_bits += i + 1 - from;
                 return Some(i);
             }
+            walk.page_bits += end - from;
             start = end;
         }
         None
@@ -774,6 +781,15 @@ impl Pages {
             core::ptr::null_mut(),
         ))
     }
+}
+
+/// What [`Pagemap::next_used_walk`] looked at, summed over calls.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UsedWalk {
+    /// Bits of the bitmap of chunks in use (one per PMD-sized chunk).
+    pub chunk_bits: usize,
+    /// Bits of the bitmap of pages in folios (one per page).
+    pub page_bits: usize,
 }
 
 /// The page allocator of a pagemap: a GPU buddy allocator
@@ -1290,7 +1306,13 @@ impl<T: PagemapOps> Pagemap<T> {
     /// of the device. The answer may be stale by the time it is used, as
     /// folios come and go meanwhile.
     pub fn next_used(&self, from: usize) -> Option<usize> {
-        self.alloc.pages.lock().next_used(from)
+        self.next_used_walk(from, &mut UsedWalk::default())
+    }
+
+    /// [`Pagemap::next_used`], adding to `walk` the bits it looked at: how
+    /// a caller shows that its walk costs what is used.
+    pub fn next_used_walk(&self, from: usize, walk: &mut UsedWalk) -> Option<usize> {
+        self.alloc.pages.lock().next_used(from, walk)
     }
 
     /// The number of pages currently reserved ([`Pagemap::reserve`]).
@@ -1916,6 +1938,18 @@ mod tests {
         assert_eq!(pm.next_used(a.index().min(b.index()) + 1), Some(last));
         // The rest of the chunk is free, and no other chunk is in use.
         assert_eq!(pm.next_used(last + 1), None);
+        // That walk looked at a bit for each chunk from the one of `last`
+        // on, and at the page bits of that chunk only after `last`.
+        let mut walk = UsedWalk::default();
+        assert_eq!(pm.next_used_walk(last + 1, &mut walk), None);
+        let chunk = last / CHUNK_PAGES;
+        assert_eq!(
+            walk,
+            UsedWalk {
+                chunk_bits: 4 - chunk,
+                page_bits: (chunk + 1) * CHUNK_PAGES - (last + 1),
+            }
+        );
         drop(a);
         assert_eq!(pm.next_used(0), Some(b.index()));
         if thp_migration_supported() {
@@ -1948,8 +1982,17 @@ mod tests {
         assert_eq!(p.take(MAX_FOLIO_ORDER), Some(0));
         p.free(3, 0);
         p.free(1, 0);
-        assert_eq!(p.next_used(1), Some(2));
-        assert_eq!(p.next_used(3), Some(4));
+        let mut walk = UsedWalk::default();
+        assert_eq!(p.next_used(1, &mut walk), Some(2));
+        // One chunk bit, the page bits 1 and 2.
+        assert_eq!(
+            walk,
+            UsedWalk {
+                chunk_bits: 1,
+                page_bits: 2
+            }
+        );
+        assert_eq!(p.next_used(3, &mut walk), Some(4));
         assert_eq!(p.allocated, CHUNK_PAGES - 2);
         assert_eq!(p.take(0), Some(1));
         assert_eq!(p.take(0), Some(3));
@@ -1958,7 +2001,16 @@ mod tests {
             p.free(i, 0);
         }
         assert_eq!(p.allocated, 0);
-        assert_eq!(p.next_used(0), None);
+        let mut walk = UsedWalk::default();
+        assert_eq!(p.next_used(0, &mut walk), None);
+        // The chunk is not in use: its page bits are not looked at.
+        assert_eq!(
+            walk,
+            UsedWalk {
+                chunk_bits: 1,
+                page_bits: 0
+            }
+        );
         assert_eq!(p.idle.next_bit(0), Some(0));
         assert_eq!(p.take(MAX_FOLIO_ORDER), Some(0));
         p.free(0, MAX_FOLIO_ORDER);
