@@ -7,7 +7,10 @@
 //!
 //! `fill` accepts a percentage of VRAM, `0` to `99`, or `frag`: every
 //! 2 MiB block that is free, then every other one of them given back, so
-//! that free VRAM is all in separate 2 MiB holes. It replaces the previous
+//! that free VRAM is all in separate 2 MiB holes. `free N` takes all but
+//! `N` blocks, and `frag N` all but `N` separate holes, the lowest odd
+//! blocks: the same free state at any VRAM size, to compare sizes doing the
+//! same work from the same state. It replaces the previous
 //! fill and reads back as `blocks B pages P of N`. `alloc_bench` accepts
 //! `ORDER COUNT [ROUNDS]`: in each of `ROUNDS` rounds (default 1), it
 //! allocates up to `COUNT` folios of `ORDER` (0 or 9) one after the other,
@@ -70,6 +73,11 @@ enum Fill {
     Percent(usize),
     /// Every other free 2 MiB block.
     Fragmented,
+    /// All but this many 2 MiB blocks.
+    Free(usize),
+    /// All but this many separate 2 MiB blocks: those of odd index below
+    /// twice as many.
+    Holes(usize),
 }
 
 struct State {
@@ -185,15 +193,17 @@ impl ScaleBench {
         let mut state = self.state.lock();
         release(pm, &mut state.held);
         let blocks = pm.nr_pages() / BLOCK_PAGES;
-        let want = match how {
-            Fill::Percent(pct) => blocks * pct / 100,
-            Fill::Fragmented => blocks,
+        let (want, hole) = match how {
+            Fill::Percent(pct) => (blocks * pct / 100, None),
+            Fill::Fragmented => (blocks, Some(blocks)),
+            Fill::Free(n) if n <= blocks => (blocks - n, None),
+            Fill::Holes(n) if n <= blocks / 2 => (blocks, Some(2 * n)),
+            Fill::Free(_) | Fill::Holes(_) => return Err(EINVAL),
         };
         // Room for every block first, so that no reservation is dropped
         // (and so leaked) for want of memory to keep it.
         let mut held = KVVec::with_capacity(want, GFP_KERNEL)?;
-        let mut kept =
-            KVVec::with_capacity(if how == Fill::Fragmented { want } else { 0 }, GFP_KERNEL)?;
+        let mut kept = KVVec::with_capacity(if hole.is_some() { want } else { 0 }, GFP_KERNEL)?;
         while held.len() < want {
             match pm.reserve(BLOCK_PAGES) {
                 Ok(r) => {
@@ -202,16 +212,18 @@ impl ScaleBench {
                         break;
                     }
                 }
-                Err(e) if e == ENOMEM && how == Fill::Fragmented => break,
+                // Holes take what is free, whatever that is.
+                Err(e) if e == ENOMEM && hole.is_some() => break,
                 Err(e) => {
                     release(pm, &mut held);
                     return Err(if e == ENOMEM { ENOSPC } else { e });
                 }
             }
         }
-        if how == Fill::Fragmented {
+        if let Some(below) = hole {
             while let Some(r) = held.pop() {
-                if (r.index() / BLOCK_PAGES) % 2 == 0 {
+                let block = r.index() / BLOCK_PAGES;
+                if block % 2 == 0 || block >= below {
                     if let Err(PushError(r)) = kept.push_within_capacity(r) {
                         pm.unreserve(r);
                     }
@@ -280,18 +292,23 @@ pub(crate) fn show_fill(
     )
 }
 
-/// Sets the fill: a percentage from 0 to 99, or `frag`; `EINVAL`
-/// otherwise.
+/// Sets the fill: a percentage from 0 to 99, `frag`, `free N` or `frag N`;
+/// `EINVAL` otherwise.
 pub(crate) fn store_fill(bench: &Arc<ScaleBench>, reader: &mut UserSliceReader) -> Result {
     let mut buf = [0u8; MAX_INPUT];
     let n = read_words(reader, &mut buf)?;
     let word = core::str::from_utf8(&buf[..n]).map_err(|_| EINVAL)?.trim();
-    let how = match word {
-        "frag" => Fill::Fragmented,
-        _ => match word.parse::<usize>() {
-            Ok(pct) if pct < 100 => Fill::Percent(pct),
+    let mut words = word.split_ascii_whitespace();
+    let count = |w: Option<&str>| w.and_then(|w| w.parse::<usize>().ok()).ok_or(EINVAL);
+    let how = match (words.next(), words.next(), words.next()) {
+        (Some("frag"), None, None) => Fill::Fragmented,
+        (Some("frag"), n, None) => Fill::Holes(count(n)?),
+        (Some("free"), n, None) => Fill::Free(count(n)?),
+        (pct, None, None) => match count(pct)? {
+            pct if pct < 100 => Fill::Percent(pct),
             _ => return Err(EINVAL),
         },
+        _ => return Err(EINVAL),
     };
     bench.fill(how)
 }

@@ -99,8 +99,20 @@ tap_eq "alloc_bench 9 4 3 at 50%: 3 rounds of 4 folios of 2 MiB, 12 timed" \
 tap_eq "the allocation runs freed what they allocated" 0 "$(resident)"
 tap_eq "fill frag: every other block held" "blocks $(((blocks + 1) / 2))" \
 	"$(echo frag > "$D/fill" && cut -d' ' -f1-2 "$D/fill")"
+tap_eq "fill free 3: all but 3 blocks held" "blocks $((blocks - 3))" \
+	"$(echo "free 3" > "$D/fill" && cut -d' ' -f1-2 "$D/fill")"
+tap_eq "alloc_bench 9 4 with 3 blocks free: 3 folios of 2 MiB" "order 9 asked 4 allocated 3" \
+	"$(echo "9 4" > "$D/alloc_bench" && cut -d' ' -f1-6 "$D/alloc_bench")"
+tap_eq "fill frag 3: all but 3 blocks held" "blocks $((blocks - 3))" \
+	"$(echo "frag 3" > "$D/fill" && cut -d' ' -f1-2 "$D/fill")"
+# Three separate holes: one 2 MiB folio each, and 1536 pages in all.
+tap_eq "alloc_bench 9 4 with 3 separate holes: 3 folios of 2 MiB" "order 9 asked 4 allocated 3" \
+	"$(echo "9 4" > "$D/alloc_bench" && cut -d' ' -f1-6 "$D/alloc_bench")"
+tap_eq "alloc_bench 0 2048 with 3 separate holes: 1536 single pages" "order 0 asked 2048 allocated 1536" \
+	"$(echo "0 2048" > "$D/alloc_bench" && cut -d' ' -f1-6 "$D/alloc_bench")"
 tap_eq "fill 0: nothing held" "blocks 0 pages 0 of $pages" "$(echo 0 > "$D/fill" && cat "$D/fill")"
-for bad in 100 -1 abc "5 5" 0123456789012345678901234567890123456789; do
+for bad in 100 -1 abc "5 5" 0123456789012345678901234567890123456789 free "free x" "free -1" \
+	"free $((blocks + 1))" "frag $((blocks / 2 + 1))" "frag 1 2" "free 1 2" "frags 1"; do
 	tap_eq "fill '$bad': EINVAL" EINVAL "$(write_err "$D/fill" "$bad")"
 done
 for bad in "1 5" "0 0" "0 65537" "0" "0 1 2 3" "0 1 0" "0 4096 17" "0 2 9223372036854775807" \

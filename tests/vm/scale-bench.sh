@@ -3,15 +3,20 @@
 # `make bench`, VRAM at scale: two GPUs of different VRAM sizes (the bench
 # boots 16 GiB and 256 MiB), measured side by side in one run of the
 # non-debug kernel, the GPUs in alternating order:
-#  - at 0, 50, 90 and 99 % of VRAM taken, and fragmented (every other
-#    2 MiB block taken), by rvram's debugfs `fill` (reservations, which
-#    write nothing to VRAM): allocation latency, median and p99, of
-#    single pages and of 2 MiB folios (debugfs `alloc_bench`: folios
-#    allocated one after the other and held, then freed), and migration
-#    throughput of 4 MiB both ways (hmm-bench, the two GPUs taking turns);
+#  - at 0, 50, 90 and 99 % of VRAM taken, fragmented (every other 2 MiB
+#    block taken), and in the same free state at both sizes (all but 64
+#    blocks taken, and all but 64 separate blocks), by rvram's debugfs
+#    `fill` (reservations, which write nothing to VRAM): allocation
+#    latency, median and p99, of single pages and of 2 MiB folios (debugfs
+#    `alloc_bench`: folios allocated one after the other and held, then
+#    freed; as many on both GPUs, half of what the fuller one has room
+#    for, so that neither runs out), and migration throughput of 4 MiB both
+#    ways (hmm-bench, the two GPUs taking turns);
 #  - eviction time per used GiB: the driver's unbind log times the
 #    eviction of 64 MiB of process data (rvram-unbind);
-#  - unbind time with VRAM empty and 99 % full.
+#  - unbind time with VRAM empty, and full: all but 66 MiB taken by
+#    reservations, then 64 MiB of process data migrated in and evicted by
+#    the unbind.
 # TAP points assert that every step did what was asked, never a time. The
 # tables go to $RVRAM_RESULTS/bench-scale.md.
 #
@@ -49,14 +54,25 @@ free_blocks() {
 	local blocks=$((mib[$1] / 2))
 	case $2 in
 	frag) echo $((blocks - (blocks + 1) / 2)) ;;
+	free:* | frag:*) echo "${2#*:}" ;;
 	*) echo $((blocks - blocks * $2 / 100)) ;;
+	esac
+}
+# label LEVEL: a fill as the tables name it.
+label() {
+	case $1 in
+	frag) echo "frag (every other block)" ;;
+	free:*) echo "all but ${1#*:} blocks" ;;
+	frag:*) echo "all but ${1#*:} separate blocks" ;;
+	*) echo "$1 %" ;;
 	esac
 }
 # min A B
 min() { echo $(($1 < $2 ? $1 : $2)); }
 
 declare -A row
-levels=(0 50 90 99 frag)
+# free:N and frag:N leave the same N blocks free at both sizes.
+levels=(0 50 90 99 frag free:64 frag:64)
 step=0
 fails=0
 # Warm-up, not measured: the emulator translates the code paths once.
@@ -67,16 +83,17 @@ done
 "$RVRAM_GUEST_BIN/hmm-bench" /dev/rvram0,/dev/rvram1 4 1 > /dev/null || fails=$((fails + 1))
 runs=7
 for level in "${levels[@]}"; do
-	# The same number of allocations on both GPUs: what the fuller one
-	# has room for, at most 4096 pages and 256 folios of 2 MiB per round,
-	# in as many rounds as give 16384 and 2048 timed allocations.
-	room=$(min "$(free_blocks 0 "$level")" "$(free_blocks 1 "$level")")
+	# The same number of allocations on both GPUs: half of what the
+	# fuller one has room for, so that neither is driven to empty, at most
+	# 4096 pages and 256 folios of 2 MiB per round, in as many rounds as
+	# give 16384 and 2048 timed allocations.
+	room=$(($(min "$(free_blocks 0 "$level")" "$(free_blocks 1 "$level")") / 2))
 	small=$(min $((room * 512)) 4096)
 	huge=$(min "$room" 256)
 	small_rounds=$((16384 / small)) huge_rounds=$((2048 / huge))
 	for g in $(order $step); do
 		blocks=$((mib[$g] / 2))
-		if ! echo "$level" > "$DBG/rvram$g/fill"; then
+		if ! echo "${level/:/ }" > "$DBG/rvram$g/fill"; then
 			fails=$((fails + 1))
 			continue
 		fi
@@ -84,6 +101,7 @@ for level in "${levels[@]}"; do
 		case $level in
 		# frag keeps the blocks of even index.
 		frag) want=$(((blocks + 1) / 2)) ;;
+		free:* | frag:*) want=$((blocks - ${level#*:})) ;;
 		*) want=$((blocks * level / 100)) ;;
 		esac
 		[ "$held" = "$want" ] || {
@@ -140,7 +158,7 @@ for round in 0 1 2; do
 		rm -f "$tmp"
 		tap_eq "rvram$g: unbind with 64 MiB resident, data intact, bound again" 0 $rc
 		read -r us passes < <(dmesg | tail -n +$((seen + 1)) |
-			sed -n "s/.*rvram$g: removed, 16384 pages evicted in \([0-9]*\) us (.* in \([0-9]*\) pass(es)).*/\1 \2/p" |
+			sed -n "s/.*rvram$g: removed, 16384 pages evicted in \([0-9]*\) us (.* in \([0-9]*\) pass(es), .*/\1 \2/p" |
 			tail -1)
 		tap_check "rvram$g logged the eviction of 16384 pages (${us:-?} us, ${passes:-?} passes)" \
 			test -n "$us"
@@ -153,20 +171,38 @@ for g in "${gpus[@]}"; do
 	evict[$g,med]=$(median ${evict[$g]})
 done
 
-# Unbind with VRAM empty, then 99 % full, three rounds in alternating order.
+# Unbind with VRAM empty, then full: all but 33 blocks taken by `fill`,
+# then 64 MiB of process data migrated in (rvram-unbind, which times the
+# unbind and checks every byte after it). Three rounds in alternating
+# order.
 declare -A unbind
 for round in 0 1 2; do
-	for level in 0 99; do
-		for g in $(order $((round + level))); do
-			echo "$level" > "$DBG/rvram$g/fill" || fails=$((fails + 1))
-			t0=$(now_ms)
-			rvram_unbind "${bdfs[$g]}" || fails=$((fails + 1))
-			unbind[$g,$level]+="$(($(now_ms) - t0)) "
-			rvram_bind "${bdfs[$g]}" || fails=$((fails + 1))
+	for level in 0 full; do
+		for g in $(order $((round + ${#level}))); do
+			if [ "$level" = 0 ]; then
+				echo 0 > "$DBG/rvram$g/fill" || fails=$((fails + 1))
+				t0=$(now_ms)
+				rvram_unbind "${bdfs[$g]}" || fails=$((fails + 1))
+				unbind[$g,$level]+="$(($(now_ms) - t0)) "
+				rvram_bind "${bdfs[$g]}" || fails=$((fails + 1))
+				continue
+			fi
+			echo "free 33" > "$DBG/rvram$g/fill" || fails=$((fails + 1))
+			seen=$(dmesg | wc -l)
+			out=$("$RVRAM_GUEST_BIN/rvram-unbind" "/dev/rvram$g" "${bdfs[$g]}" 64)
+			rc=$?
+			tap_relay "rvram$g, full, 64 MiB resident, round $((round + 1)): " "$out"
+			us=$(echo "$out" | sed -n 's/^# unbind took \([0-9]*\) us$/\1/p')
+			ev=$(dmesg | tail -n +$((seen + 1)) |
+				sed -n "s/.*rvram$g: removed, 16384 pages evicted in \([0-9]*\) us.*/\1/p" | tail -1)
+			tap_check "rvram$g full: unbind with 64 MiB resident timed (${us:-?} us), its eviction logged (${ev:-?} us)" \
+				test "$rc" = 0 -a -n "$us" -a -n "$ev"
+			unbind[$g,$level]+="$((${us:-0} / 1000)) "
+			unbind[$g,$level,ev]+="$((${ev:-0} / 1000)) "
 		done
 	done
 done
-tap_eq "three rounds of unbind, empty and 99 % full, and bind again" 0 "$fails"
+tap_eq "three rounds of unbind, empty and full, and bind again" 0 "$fails"
 
 {
 	echo "# VRAM at scale"
@@ -181,8 +217,10 @@ tap_eq "three rounds of unbind, empty and 99 % full, and bind again" 0 "$fails"
 	echo "VRAM taken by \`fill\` (2 MiB reservations, nothing written);" \
 		"\`alloc_bench\` allocates folios one after the other, holding them," \
 		"then frees them, in rounds; N is the allocations timed in one run, in" \
-		"all its rounds, the same for both GPUs (per round, what the fuller one" \
-		"has room for, at most 4096 pages or 256 folios). Medians of $runs runs" \
+		"all its rounds, the same for both GPUs (per round, half of what the" \
+		"fuller one has room for, at most 4096 pages or 256 folios). The last two" \
+		"fills leave both GPUs the same free blocks: the same work from the same" \
+		"state, at two VRAM sizes. Medians of $runs runs" \
 		"of the run's p50 and p99, in ns, the GPUs in alternating order, after" \
 		"a warm-up run. The allocator is deterministic: every round of a run" \
 		"allocates the same folios from the same state, so a p99 is over N" \
@@ -194,7 +232,7 @@ tap_eq "three rounds of unbind, empty and 99 % full, and bind again" 0 "$fails"
 	for level in "${levels[@]}"; do
 		for g in "${gpus[@]}"; do
 			read -r a b c d e f <<< "${row[$g,$level]:-- - - - - -}"
-			echo "| ${mib[$g]} MiB | $level$([ "$level" = frag ] || echo %) | $a | $b | $c | $d | $e | $f |"
+			echo "| ${mib[$g]} MiB | $(label "$level") | $a | $b | $c | $d | $e | $f |"
 		done
 	done
 	echo
@@ -205,7 +243,7 @@ tap_eq "three rounds of unbind, empty and 99 % full, and bind again" 0 "$fails"
 	for level in "${levels[@]}"; do
 		read -r _ b0 _ _ e0 _ <<< "${row[0,$level]:-0 0 0 0 0 0}"
 		read -r _ b1 _ _ e1 _ <<< "${row[1,$level]:-0 0 0 0 0 0}"
-		awk -v l="$level" -v b0="$b0" -v b1="$b1" -v e0="$e0" -v e1="$e1" 'BEGIN {
+		awk -v l="$(label "$level")" -v b0="$b0" -v b1="$b1" -v e0="$e0" -v e1="$e1" 'BEGIN {
 			printf "| %s | %s | %s |\n", l, (b1 > 0 ? sprintf("%.2fx", b0 / b1) : "-"),
 				(e1 > 0 ? sprintf("%.2fx", e0 / e1) : "-") }'
 	done
@@ -244,18 +282,21 @@ tap_eq "three rounds of unbind, empty and 99 % full, and bind again" 0 "$fails"
 	echo
 	echo "## Eviction and unbind"
 	echo
-	echo "| VRAM | eviction of 64 MiB | per used GiB | unbind empty | unbind 99 % full |"
-	echo "|---|---:|---:|---:|---:|"
+	echo "| VRAM | eviction of 64 MiB | per used GiB | unbind empty | unbind full, 64 MiB of data | its eviction |"
+	echo "|---|---:|---:|---:|---:|---:|"
 	for g in "${gpus[@]}"; do
 		# shellcheck disable=SC2086 # lists of numbers
 		echo "| ${mib[$g]} MiB | $((evict[$g,med] / 1000)) ms | $((evict[$g,med] * 16 / 1000)) ms" \
-			"| $(median ${unbind[$g,0]}) ms | $(median ${unbind[$g,99]}) ms |"
+			"| $(median ${unbind[$g,0]}) ms | $(median ${unbind[$g,full]}) ms | $(median ${unbind[$g,full,ev]}) ms |"
 	done
 	echo
 	echo "Medians of three rounds in alternating order. Eviction, us: ${evict[0]}/" \
 		"${evict[1]}, the driver's time in its passes without the 10 ms waits between" \
 		"them; passes: ${evict[0,passes]}/ ${evict[1,passes]}; unbind empty and full, ms:" \
-		"${unbind[0,0]}/ ${unbind[0,99]}/ ${unbind[1,0]}/ ${unbind[1,99]}."
+		"${unbind[0,0]}/ ${unbind[0,full]}/ ${unbind[1,0]}/ ${unbind[1,full]}. Full: all" \
+		"but 33 blocks taken by \`fill\`, then 64 MiB of process data migrated in;" \
+		"timed by rvram-unbind around the sysfs write, with the driver's eviction" \
+		"time (ms: ${unbind[0,full,ev]}/ ${unbind[1,full,ev]})."
 } > "$out"
 cat "$out" >&2
 

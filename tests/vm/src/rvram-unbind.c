@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dmirror.h"
@@ -37,7 +38,8 @@ int main(int argc, char **argv)
 	struct hmm_dmirror_cmd cmd = { 0 };
 	unsigned char *buf, *mirror, *snap;
 	size_t i, resident = 0, bad = 0;
-	int fd;
+	struct timespec t0, t1;
+	int fd, rc;
 
 	if (argc == 4)
 		npages = strtoul(argv[3], NULL, 10) * 256;
@@ -67,7 +69,12 @@ int main(int argc, char **argv)
 		resident += (snap[i] & 0xf0) == HMM_DMIRROR_PROT_DEV_PRIVATE_LOCAL;
 	check(resident == npages, "every page is resident in VRAM");
 
-	check(rvram_unbind(argv[2]) == 0, "unbind the GPU with data resident");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	rc = rvram_unbind(argv[2]);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	check(rc == 0, "unbind the GPU with data resident");
+	printf("# unbind took %ld us\n",
+	       (long)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000));
 
 	cmd.ptr = (uintptr_t)snap;
 	check(ioctl(fd, HMM_DMIRROR_SNAPSHOT, &cmd) < 0 && errno == ENODEV,
