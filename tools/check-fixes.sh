@@ -6,7 +6,10 @@
 # newer than the fix); the debug kernel built from that tree's series when
 # the fix is in the kernel (tools/kernel.sh bisect: an object tree of its
 # own), or HEAD's debug kernel for a fix in the driver alone; that tree's
-# module; then the fix's reproducer plan, once per seed. Every run's
+# module; then the fix's reproducer plan, once per seed. A patch of a
+# kernel series (revert:SERIES/N) is taken out of HEAD instead: HEAD's
+# series applied, that one patch reverted, built as the bisect kernel, with
+# HEAD's module and tests. Every run's
 # `rvram report` must fail and show the fix's pattern. HEAD passes the
 # same reproducers in make check. Results: results/fixes/<name>[-<seed>]/
 # and results/fixes/summary.md.
@@ -19,8 +22,10 @@ tools/install-deps.sh
 cargo build --release --locked -q -p rvram-tool -p rvram-rdma-test
 rvram=$RVRAM_TOP/target/release/rvram
 tools/fetch-kernel.sh
-debug=$(tools/kernel.sh debug "$("$rvram" series apply)")
+applied_head=$("$rvram" series apply)
+debug=$(tools/kernel.sh debug "$applied_head")
 tests_of=$(git rev-parse HEAD)
+base=$RVRAM_CACHE/base/linux
 out=$RVRAM_TOP/results/fixes
 mkdir -p "$out"
 summary=$out/summary.md
@@ -34,17 +39,46 @@ while IFS='|' read -r name commit kernel plan opts seeds expect; do
 	fi
 	commit=$(echo $commit) kernel=$(echo $kernel)
 	plan=$(echo $plan) seeds=$(echo $seeds) expect=$(echo "$expect" | sed 's/^ *//; s/ *$//')
-	first=${commit##* }
-	log "fix $name: the tree before $first ($(git log -1 --format=%s "$first"))"
 	wt=$RVRAM_CACHE/fixes/$name
 	git worktree remove -f "$wt" 2>/dev/null || rm -rf "$wt"
-	git worktree add -q --detach "$wt" "$first^"
-	git -C "$wt" checkout -q "$tests_of" -- tests
 	kobj=$debug
-	if [ "$kernel" = yes ]; then
-		head=$(cd "$wt" && "$rvram" series apply)
-		kobj=$(tools/kernel.sh bisect "$head")
-	fi
+	case $commit in
+	revert:*)
+		# Patches of a kernel series (SERIES/N, or SERIES/N+M: N, then
+		# M, for a fix that a later one depends on): HEAD's tree and
+		# series, with those patches reverted in the applied kernel tree.
+		read -r series nrs <<< "$(echo "${commit#revert:}" | tr / ' ')"
+		git worktree add -q --detach "$wt" "$tests_of"
+		rt=$RVRAM_CACHE/fixes/kernel-$name
+		git -C "$base" worktree remove -f "$rt" 2>/dev/null || rm -rf "$rt"
+		git -C "$base" worktree add -q --detach "$rt" "$applied_head"
+		for nr in ${nrs//+/ }; do
+			subject=$(awk -v n="$nr" '/^\[\[patch\]\]/ { p++ } p == n && /^subject = / {
+				sub(/^subject = "/, ""); sub(/"$/, ""); print; exit }' "series/$series/series.toml")
+			log "fix $name: HEAD with $series patch $nr reverted ($subject)"
+			patch=$(git -C "$base" log --format='%H %s' "$applied_head" |
+				awk -v s="$subject" 'substr($0, 42) == s { print $1; exit }')
+			[ -n "$patch" ] || die "fix $name: no commit \"$subject\" in the applied series"
+			git -C "$rt" -c user.name=rvram -c user.email=rvram@localhost \
+				revert --no-edit -q "$patch" > /dev/null ||
+				die "fix $name: \"$subject\" does not revert cleanly from the applied series"
+		done
+		reverted=$(git -C "$rt" rev-parse HEAD)
+		git -C "$base" update-ref "refs/rvram/fixes/$name" "$reverted"
+		git -C "$base" worktree remove -f "$rt"
+		kobj=$(tools/kernel.sh bisect "$reverted")
+		;;
+	*)
+		first=${commit##* }
+		log "fix $name: the tree before $first ($(git log -1 --format=%s "$first"))"
+		git worktree add -q --detach "$wt" "$first^"
+		git -C "$wt" checkout -q "$tests_of" -- tests
+		if [ "$kernel" = yes ]; then
+			head=$(cd "$wt" && "$rvram" series apply)
+			kobj=$(tools/kernel.sh bisect "$head")
+		fi
+		;;
+	esac
 	make -s -C "$wt" KDIR="$kobj" modules
 	"$wt/tools/build-hmm-tests.sh" "$kobj" > /dev/null
 	[ "$seeds" = - ] && seeds=0
@@ -53,7 +87,7 @@ while IFS='|' read -r name commit kernel plan opts seeds expect; do
 		[ "$seed" = 0 ] || res=$out/$name-$seed
 		rm -rf "$res"
 		# shellcheck disable=SC2086
-		RVRAM_FUZZ_SEED=${seed#0} RVRAM_STRESS_SEED=${seed#0} \
+		RVRAM_FUZZ_SEED=${seed#0} RVRAM_STRESS_SEED=${seed#0} RVRAM_RACE_SEED=${seed#0} \
 			"$wt/tools/vm.sh" --kernel "$kobj" $opts --timeout 1800 "$plan" "$res" || true
 		if "$rvram" report "$res" > "$res.report"; then
 			verdict="passed: the reproducer does not fail"
