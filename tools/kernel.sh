@@ -5,7 +5,8 @@
 #   tools/kernel.sh VARIANT COMMIT
 #
 # VARIANT is "debug" (KASAN, lockdep, DEBUG_VM: the test kernel),
-# "nodebug" (benchmarks only), "kcov" (the debug config with KCOV: make
+# "nodebug" (benchmarks only), "dev" (the debug config, in a checkout and
+# object tree of its own, for a series in the making), "kcov" (the debug config with KCOV: make
 # coverage), "stock" (the debug config for the base
 # commit, for baselines) or "bisect" (the debug config in a source checkout
 # and object tree of its own, which make check-bisect moves from patch to
@@ -30,6 +31,14 @@ debug) frags=("$cfgdir/rvram-debug.config") ;;
 bisect)
 	frags=("$cfgdir/rvram-debug.config")
 	src=$RVRAM_CACHE/src/bisect
+	;;
+# The debug config in a checkout and object tree of its own, for work on
+# a series that is not the project's yet (options the commit lacks are
+# skipped, as for stock).
+dev)
+	frags=("$cfgdir/rvram-debug.config")
+	src=$RVRAM_CACHE/src/dev
+	export RVRAM_KCONFIG_PARTIAL=1
 	;;
 nodebug) frags=("$cfgdir/rvram-debug.config" "$cfgdir/rvram-nodebug.config") ;;
 kcov) frags=("$cfgdir/rvram-debug.config" "$cfgdir/rvram-kcov.config") ;;
