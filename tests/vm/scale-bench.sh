@@ -189,10 +189,10 @@ for round in 0 1 2; do
 			fi
 			echo "free 33" > "$DBG/rvram$g/fill" || fails=$((fails + 1))
 			seen=$(dmesg | wc -l)
-			out=$("$RVRAM_GUEST_BIN/rvram-unbind" "/dev/rvram$g" "${bdfs[$g]}" 64)
+			res=$("$RVRAM_GUEST_BIN/rvram-unbind" "/dev/rvram$g" "${bdfs[$g]}" 64)
 			rc=$?
-			tap_relay "rvram$g, full, 64 MiB resident, round $((round + 1)): " "$out"
-			us=$(echo "$out" | sed -n 's/^# unbind took \([0-9]*\) us$/\1/p')
+			tap_relay "rvram$g, full, 64 MiB resident, round $((round + 1)): " "$res"
+			us=$(echo "$res" | sed -n 's/^# unbind took \([0-9]*\) us$/\1/p')
 			ev=$(dmesg | tail -n +$((seen + 1)) |
 				sed -n "s/.*rvram$g: removed, 16384 pages evicted in \([0-9]*\) us.*/\1/p" | tail -1)
 			tap_check "rvram$g full: unbind with 64 MiB resident timed (${us:-?} us), its eviction logged (${ev:-?} us)" \
