@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# Build tools/testing/selftests/mm/hmm-tests from the kernel source, unmodified,
+# Build tools/testing/selftests/mm/hmm-tests from KOBJ's kernel source, unmodified,
 # against the kernel's exported headers (with a longer per-case hang bound). Prints the binary's path.
 #
 #   tools/build-hmm-tests.sh KOBJ
@@ -9,7 +9,9 @@ set -euo pipefail
 . "$(dirname "$0")/env.sh"
 
 kobj=${1:?kernel object directory}
-src=$RVRAM_CACHE/src/linux
+# The source tree the kernel was built from (make O= links it there):
+# hmm-tests goes with the kernel's lib/test_hmm.
+src=$(readlink -f "$kobj/source" 2>/dev/null || echo "$RVRAM_CACHE/src/linux")
 out=$kobj/rvram-tests/hmm-tests
 mm=$src/tools/testing/selftests/mm
 mkdir -p "$(dirname "$out")"
