@@ -18,11 +18,16 @@ mkdir -p "$(dirname "$out")"
 # tests/vm/include comes first: its kselftest_harness.h raises the harness'
 # per-case hang bound for TCG (see there).
 inc=$RVRAM_TOP/tests/vm/include
-if [ ! -x "$out" ] || [ -n "$(find "$mm" "$src/lib/test_hmm_uapi.h" "$inc" -newer "$out" -name '*.[ch]' | head -1)" ]; then
+# Rebuilt when its sources differ, by content: the source tree of an object
+# directory can be checked out at another commit with older file times.
+sum=$(cat "$mm"/hmm-tests.c "$mm"/vm_util.[ch] "$mm"/hugepage_settings.[ch] \
+	"$src/lib/test_hmm_uapi.h" "$inc"/*.h | sha256sum | cut -d' ' -f1)
+if [ ! -x "$out" ] || [ "$(cat "$out.sha256" 2>/dev/null)" != "$sum" ]; then
 	gcc -O2 -o "$out" -I"$inc" -I"$src" -I"$src/tools/testing/selftests" \
 		-isystem "$kobj/usr/include" -isystem "$src/tools/include/uapi" \
 		"$mm/hmm-tests.c" "$mm/vm_util.c" "$mm/hugepage_settings.c" \
 		-lrt -lpthread -lm
+	echo "$sum" > "$out.sha256"
 fi
 # Our own in-guest C programs, rebuilt when they or a header they may
 # include changed. By content, not time: a binary built from another
