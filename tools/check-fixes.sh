@@ -56,8 +56,11 @@ while IFS='|' read -r name commit kernel plan opts seeds expect; do
 			subject=$(awk -v n="$nr" '/^\[\[patch\]\]/ { p++ } p == n && /^subject = / {
 				sub(/^subject = "/, ""); sub(/"$/, ""); print; exit }' "series/$series/series.toml")
 			log "fix $name: HEAD with $series patch $nr reverted ($subject)"
+			# The applied commit's subject line may be cut where
+			# the patch's Subject: header was folded: a prefix.
 			patch=$(git -C "$base" log --format='%H %s' "$applied_head" |
-				awk -v s="$subject" 'substr($0, 42) == s { print $1; exit }')
+				awk -v s="$subject" '{ t = substr($0, 42) }
+					length(t) >= 30 && index(s, t) == 1 { print $1; exit }')
 			[ -n "$patch" ] || die "fix $name: no commit \"$subject\" in the applied series"
 			git -C "$rt" -c user.name=rvram -c user.email=rvram@localhost \
 				revert --no-edit -q "$patch" > /dev/null ||
