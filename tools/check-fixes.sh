@@ -63,7 +63,7 @@ while IFS='|' read -r name commit kernel plan opts seeds expect; do
 					length(t) >= 30 && index(s, t) == 1 { print $1; exit }')
 			[ -n "$patch" ] || die "fix $name: no commit \"$subject\" in the applied series"
 			git -C "$rt" -c user.name=rvram -c user.email=rvram@localhost \
-				revert --no-edit -q "$patch" > /dev/null ||
+				revert --no-edit "$patch" > /dev/null ||
 				die "fix $name: \"$subject\" does not revert cleanly from the applied series"
 		done
 		reverted=$(git -C "$rt" rev-parse HEAD)
