@@ -82,6 +82,9 @@ while IFS='|' read -r name commit kernel plan opts seeds expect; do
 		fi
 		;;
 	esac
+	# HEAD's RDMA test program, which the worktree's tests/ run.
+	mkdir -p "$wt/target/release"
+	cp target/release/rvram-rdma-test "$wt/target/release/"
 	make -s -C "$wt" KDIR="$kobj" modules
 	"$wt/tools/build-hmm-tests.sh" "$kobj" > /dev/null
 	[ "$seeds" = - ] && seeds=0
