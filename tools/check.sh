@@ -55,6 +55,8 @@ step "series"
 "$rvram" series check
 head=$("$rvram" series apply)
 log "series applies: $head"
+# The alias path names device pages by offset, never by pfn.
+tools/check-alias-offsets.sh "$head"
 
 step "debug kernel"
 kobj=$(tools/kernel.sh debug "$head")
