@@ -504,15 +504,23 @@ pub struct RangeRequest {
     fault_own: bool,
 }
 
+/// Where the owner of an alias maps it in the kernel.
+enum AliasAddr {
+    /// An I/O mapping (`ioremap()`).
+    Io(*mut core::ffi::c_void),
+    /// System memory.
+    Mem(*mut core::ffi::c_void),
+}
+
 /// How an alias client of a [`RangeRequest::with_alias_client`] reaches
 /// memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AliasAccess {
-    /// By DMA: core hands out an alias only when P2PDMA between its
-    /// provider and the client is possible (`pci_p2pdma_state()`).
+    /// By DMA: core hands out an alias of system memory, or one whose P2P
+    /// provider the client can reach (`pci_p2pdma_map_type()`).
     Dma,
-    /// With the CPU through the kernel direct map (a virtual-DMA device):
-    /// every alias qualifies.
+    /// With the CPU (a virtual-DMA device): an alias qualifies if its owner
+    /// maps it in the kernel ([`HmmPfn::read_alias`]).
     Cpu,
 }
 
@@ -582,8 +590,8 @@ impl RangeRequest {
 
     /// Faults on behalf of `client`: device-private pages of other owners
     /// whose pagemap has a DMA-able alias that `client` can reach are
-    /// reported as that alias ([`HmmPfn::is_alias`]) and stay where they
-    /// are; the others are migrated to system memory as usual.
+    /// reported as aliases ([`HmmPfn::is_alias`]) and stay where they are;
+    /// the others are migrated to system memory as usual.
     ///
     /// # Examples
     ///
@@ -744,52 +752,79 @@ impl<'a> HmmPfn<'a> {
         self.is_valid() && self.0 & Self::WRITE != 0
     }
 
-    /// The entry is the DMA-able alias of a device-private page of another
-    /// owner (`HMM_PFN_ALIAS`, see [`RangeRequest::with_alias_client`]): a
-    /// PCI P2PDMA page, with no reference taken, like every entry.
+    /// The entry is a device-private page of another owner that the client
+    /// reaches through its DMA-able alias (`HMM_PFN_ALIAS`, see
+    /// [`RangeRequest::with_alias_client`]), with no reference taken, like
+    /// every entry.
     pub fn is_alias(&self) -> bool {
         Self::ALIAS != 0 && self.is_valid() && self.0 & Self::ALIAS != 0
     }
 
-    /// Copies the start of the alias page this entry names into `dst`
-    /// (at most a page), as a client accessing it with the CPU does; `None`
-    /// if the entry is not an alias or `dst` is larger than a page.
+    /// Copies the start of the alias of this entry's page into `dst` (at
+    /// most a page), as a client accessing it with the CPU does; `None` if
+    /// the entry is not an alias, its owner maps none in the kernel, or
+    /// `dst` is larger than a page.
     pub fn read_alias(&self, dst: &mut [u8]) -> Option<()> {
-        let addr = self.alias_addr(dst.len())?;
-        // SAFETY: `addr` maps the alias page, I/O memory that stays
-        // allocated while the mirror lock (the lifetime of `self`) is held:
-        // its owner evicts, which invalidates the mirror, before freeing it.
-        unsafe { bindings::memcpy_fromio(dst.as_mut_ptr().cast(), addr, dst.len()) };
-        // SAFETY: Mapped by `alias_addr`.
-        unsafe { bindings::kunmap_local(addr) };
+        match self.alias_addr(dst.len())? {
+            AliasAddr::Io(addr) => {
+                // SAFETY: `addr` maps the alias, which stays valid while the
+                // mirror lock (the lifetime of `self`) is held: its owner
+                // migrates the page, which invalidates the mirror, before it
+                // releases the alias (`Documentation/mm/hmm.rst`).
+                unsafe { bindings::memcpy_fromio(dst.as_mut_ptr().cast(), addr, dst.len()) };
+            }
+            AliasAddr::Mem(addr) => {
+                // SAFETY: As above, for system memory the alias owner maps;
+                // others may write it meanwhile, so the copy is the C
+                // `memcpy()`, with no Rust reference to it.
+                unsafe { bindings::memcpy(dst.as_mut_ptr().cast(), addr, dst.len()) };
+            }
+        }
         Some(())
     }
 
-    /// Copies `src` (at most a page) to the start of the alias page this
-    /// entry names; `None` if the entry is not a writable alias or `src` is
-    /// larger than a page.
+    /// Copies `src` (at most a page) to the start of the alias of this
+    /// entry's page; `None` if the entry is not a writable alias, its owner
+    /// maps none in the kernel, or `src` is larger than a page.
     pub fn write_alias(&self, src: &[u8]) -> Option<()> {
         if !self.is_writable() {
             return None;
         }
-        let addr = self.alias_addr(src.len())?;
-        // SAFETY: As in `read_alias`; the mapping is writable for the
-        // mirrored process.
-        unsafe { bindings::memcpy_toio(addr, src.as_ptr().cast(), src.len()) };
-        // SAFETY: Mapped by `alias_addr`.
-        unsafe { bindings::kunmap_local(addr) };
+        match self.alias_addr(src.len())? {
+            AliasAddr::Io(addr) => {
+                // SAFETY: As in `read_alias`; the mapping is writable for the
+                // mirrored process.
+                unsafe { bindings::memcpy_toio(addr, src.as_ptr().cast(), src.len()) };
+            }
+            AliasAddr::Mem(addr) => {
+                // SAFETY: As in `read_alias`.
+                unsafe { bindings::memcpy(addr, src.as_ptr().cast(), src.len()) };
+            }
+        }
         Some(())
     }
 
-    /// The kernel mapping of the alias page, for `len` bytes.
-    fn alias_addr(&self, len: usize) -> Option<*mut core::ffi::c_void> {
+    /// The owner's kernel mapping of the alias of this entry's page
+    /// (`hmm_pfn_alias()`), for `len` bytes.
+    fn alias_addr(&self, len: usize) -> Option<AliasAddr> {
         if !self.is_alias() || len > crate::page::PAGE_SIZE {
             return None;
         }
-        let page = self.page()?;
-        // SAFETY: P2PDMA pages are in the kernel direct map; the page is
-        // valid while the lock is held.
-        Some(unsafe { bindings::kmap_local_page(page) })
+        let mut alias = core::mem::MaybeUninit::<bindings::dev_pagemap_alias>::zeroed();
+        // SAFETY: The entry is an alias entry, valid while the lock is held;
+        // `alias` is valid for writes.
+        if unsafe { bindings::hmm_pfn_alias(self.0, alias.as_mut_ptr()) } != 0 {
+            return None;
+        }
+        // SAFETY: `hmm_pfn_alias()` filled it in.
+        let alias = unsafe { alias.assume_init() };
+        if !alias.ioaddr.is_null() {
+            Some(AliasAddr::Io(alias.ioaddr))
+        } else if !alias.vaddr.is_null() {
+            Some(AliasAddr::Mem(alias.vaddr))
+        } else {
+            None
+        }
     }
 
     /// The address cannot be mirrored (`HMM_PFN_ERROR`).
@@ -890,8 +925,13 @@ impl<'a> HmmPfn<'a> {
     }
 
     /// The device folio of a `Pagemap<P>` (device-private or
-    /// device-coherent, as `P`'s kind), if this entry is one.
+    /// device-coherent, as `P`'s kind), if this entry is one and is not an
+    /// alias: an alias entry is another owner's device-private page, maybe
+    /// of another `Pagemap<P>`, which only its alias reaches.
     pub fn device_folio<P: PagemapOps>(&self) -> Option<&'a DeviceFolio<P>> {
+        if self.is_alias() {
+            return None;
+        }
         let page = self.page()?;
         // SAFETY: The page is kept alive by the held mirror lock: it cannot
         // be freed before an invalidation, which needs that lock.

@@ -31,10 +31,7 @@
 //!
 //! C header: [`include/linux/memremap.h`](srctree/include/linux/memremap.h)
 
-use crate::ffi::{
-    c_int,
-    c_ulong, //
-};
+use crate::ffi::c_ulong;
 use crate::{
     bindings,
     bitmap::BitmapVec,
@@ -45,11 +42,6 @@ use crate::{
     },
     prelude::*,
     sync::{
-        atomic::{
-            Acquire,
-            Atomic,
-            Release, //
-        },
         new_mutex,
         Mutex,
         MutexGuard,
@@ -61,7 +53,8 @@ use core::{
     any::TypeId,
     ffi::c_void,
     marker::PhantomData,
-    ops::Range, //
+    ops::Range,
+    ptr::NonNull, //
 };
 
 /// The owner cookie of device-private pages.
@@ -207,80 +200,65 @@ pub trait DevicePrivateOps: PagemapOps<Kind = Private> {
         pagemap: &Pagemap<Self>,
         fault: &DeviceFault<'_, Self>,
     ) -> core::result::Result<(), FaultError>;
+}
 
-    /// The DMA-able aliases of `folio` and, if they are contiguous, of the
-    /// pages after it (`dev_pagemap_ops::dma_alias`): see [`DmaAlias`].
+/// Where the memory of a device-private pagemap can be reached for DMA: a
+/// range of a PCI BAR, page `i` of the pagemap at `i` pages from its start.
+/// The pagemap reports its pages to the mirrors that can reach the BAR as
+/// aliases, which they access in place instead of migrating them
+/// (`PGMAP_ALIAS_LINEAR`, see `Documentation/mm/hmm.rst`), and maps the
+/// range in the kernel for mirrors that copy with the CPU.
+///
+/// # Invariants
+///
+/// `provider` is the P2P provider of the BAR that holds `phys..phys + len`.
+pub struct LinearAlias {
+    provider: NonNull<bindings::p2pdma_provider>,
+    phys: u64,
+    len: usize,
+}
+
+impl LinearAlias {
+    /// The alias of a pagemap of `len` bytes at `phys`, in the BAR of
+    /// `provider`.
     ///
-    /// `hmm_range_fault()` asks for it when a mirror that named an alias
-    /// client faults on `folio`; core, not the driver, then decides whether
-    /// that client can reach the alias, and migrates the folio otherwise.
-    /// Called under `rcu_read_lock()`, possibly while the folio is being
-    /// migrated or freed: it must not sleep and should only translate.
-    /// The alias pages must stay allocated until the pagemap is dropped or
-    /// [`Pagemap::revoke_aliases`] has returned and the pages were evicted.
+    /// # Safety
     ///
-    /// The default has no alias (`EOPNOTSUPP`): faults migrate.
-    ///
-    /// # Examples
-    ///
-    /// A driver whose device page `i` is P2PDMA page `base + i`, for every
-    /// page up to the end of the pagemap:
-    ///
-    /// ```
-    /// use kernel::mm::pagemap::{
-    ///     DeviceFault, DeviceFolio, DevicePrivateOps, DmaAlias, FaultError, PagemapOps, Pagemap,
-    ///     Private,
-    /// };
-    /// use kernel::prelude::*;
-    ///
-    /// struct Vram {
-    ///     p2p_base_pfn: usize,
-    /// }
-    ///
-    /// impl PagemapOps for Vram {
-    ///     type Kind = Private;
-    ///     fn folio_free(_pm: &Pagemap<Self>, _folio: &DeviceFolio<Self>) {}
-    /// }
-    ///
-    /// impl DevicePrivateOps for Vram {
-    ///     fn migrate_to_ram(
-    ///         _pm: &Pagemap<Self>,
-    ///         _fault: &DeviceFault<'_, Self>,
-    ///     ) -> core::result::Result<(), FaultError> {
-    ///         Err(FaultError::SigBus)
-    ///     }
-    ///     fn dma_alias(pm: &Pagemap<Self>, folio: &DeviceFolio<Self>) -> Result<DmaAlias> {
-    ///         Ok(DmaAlias {
-    ///             pfn: pm.data().p2p_base_pfn + folio.index(),
-    ///             pages: pm.nr_pages() - folio.index(),
-    ///         })
-    ///     }
-    /// }
-    /// ```
-    fn dma_alias(pagemap: &Pagemap<Self>, folio: &DeviceFolio<Self>) -> Result<DmaAlias> {
-        let _ = (pagemap, folio);
-        Err(EOPNOTSUPP)
+    /// `provider` is the P2P provider of the BAR that holds
+    /// `phys..phys + len`, and it and the BAR stay valid until
+    /// [`Pagemap::revoke_aliases`] has returned and every page of the
+    /// pagemap has been migrated or freed.
+    pub unsafe fn new(provider: NonNull<bindings::p2pdma_provider>, phys: u64, len: usize) -> Self {
+        // INVARIANT: Safety requirement.
+        Self {
+            provider,
+            phys,
+            len,
+        }
     }
 }
 
-/// The DMA-able aliases of a run of a pagemap's pages, which
-/// [`DevicePrivateOps::dma_alias`] reports for a folio: the pages from the
-/// folio's first on hold the same memory as contiguous PCI P2PDMA pages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DmaAlias {
-    /// The pfn of the alias of the folio's first page.
-    pub pfn: usize,
-    /// How many pages, from the folio's first page on, have their alias at
-    /// the next pfns from `pfn` on: at least the folio's pages. A driver
-    /// whose aliases are linear reports the pages up to the end of the
-    /// pagemap, so that `hmm_range_fault()` asks once per page table
-    /// rather than once per page. Longer runs are cut at the pagemap's end.
-    pub pages: usize,
+/// The kernel mapping of a [`LinearAlias`], for mirrors that copy with the
+/// CPU.
+///
+/// # Invariants
+///
+/// `addr` is an `ioremap()` of the alias, unmapped on drop.
+struct AliasMapping {
+    addr: NonNull<c_void>,
 }
 
-/// A driver's `dma_alias` as the header stores it.
-type DmaAliasFn =
-    unsafe fn(*const Header, *mut bindings::folio, *mut c_ulong, *mut c_ulong) -> c_int;
+// SAFETY: The mapping is only handed to core mm, from any thread.
+unsafe impl Send for AliasMapping {}
+// SAFETY: As above; `&AliasMapping` gives nothing access to it.
+unsafe impl Sync for AliasMapping {}
+
+impl Drop for AliasMapping {
+    fn drop(&mut self) {
+        // SAFETY: `addr` came from `ioremap()` (type invariant).
+        unsafe { bindings::iounmap(self.addr.as_ptr()) };
+    }
+}
 
 /// The part of every [`Pagemap`] that the C callbacks reach without knowing
 /// its driver type: the `dev_pagemap`, the type of the pagemap it heads, and
@@ -300,10 +278,9 @@ type DmaAliasFn =
 /// with `ops == K::ops()` for its kind `K` and `owner` pointing at `pgmap`
 /// itself, until drop. The header is the first field of a `Pagemap<T>` with
 /// `TypeId::of::<T>() == type_id` whose callbacks are `folio_free`,
-/// `migrate_to_ram` and `dma_alias`; the last two are `Some` exactly for
-/// device-private pagemaps. Once `revoked` is set it stays set, and
-/// `dma_alias` is not called for a lookup that started (under RCU) after it
-/// was set.
+/// `migrate_to_ram`, `Some` exactly for device-private pagemaps. A pagemap
+/// with `PGMAP_ALIAS_LINEAR` has its `alias` in `alias_mapping`'s mapping of
+/// it.
 #[repr(C)]
 #[pin_data(PinnedDrop)]
 struct Header {
@@ -313,8 +290,8 @@ struct Header {
     folio_free: unsafe fn(*const Header, *mut bindings::folio),
     migrate_to_ram:
         Option<unsafe fn(*const Header, *mut bindings::vm_fault) -> bindings::vm_fault_t>,
-    dma_alias: Option<DmaAliasFn>,
-    revoked: Atomic<bool>,
+    /// Unmapped after the pagemap, when no page is left to alias.
+    alias_mapping: Option<AliasMapping>,
 }
 
 /// The callbacks of device-private pagemaps.
@@ -323,7 +300,7 @@ static PRIVATE_OPS: bindings::dev_pagemap_ops = bindings::dev_pagemap_ops {
     migrate_to_ram: Some(migrate_to_ram_trampoline),
     memory_failure: None,
     folio_split: None,
-    dma_alias: Some(dma_alias_trampoline),
+    dma_alias: None,
 };
 
 /// The callbacks of device-coherent pagemaps: the CPU maps their pages, so
@@ -374,32 +351,6 @@ unsafe extern "C" fn migrate_to_ram_trampoline(
     }
 }
 
-/// # Safety
-///
-/// Only called by core mm, as `dev_pagemap_ops::dma_alias`, under
-/// `rcu_read_lock()`, with a folio of a pagemap whose ops are
-/// [`PRIVATE_OPS`] and valid `pfn` and `nr`.
-unsafe extern "C" fn dma_alias_trampoline(
-    folio: *mut bindings::folio,
-    pfn: *mut c_ulong,
-    nr: *mut c_ulong,
-) -> c_int {
-    // SAFETY: As in `folio_free_trampoline`: the folio's pagemap is alive
-    // while core mm can look its pages up.
-    let h = unsafe { Header::of_pgmap(bindings::page_pgmap(folio.cast())) };
-    // SAFETY: `h` is a live header. `Acquire` pairs with the store in
-    // `Pagemap::revoke_aliases`, whose grace period waits for this section.
-    if unsafe { (*h).revoked.load(Acquire) } {
-        return ENODEV.to_errno();
-    }
-    // SAFETY: As above; `dma_alias` is the callback of the header's type.
-    match unsafe { (*h).dma_alias } {
-        // SAFETY: As above.
-        Some(f) => unsafe { f(h, folio, pfn, nr) },
-        None => EOPNOTSUPP.to_errno(),
-    }
-}
-
 impl Header {
     /// # Safety
     ///
@@ -425,8 +376,15 @@ impl Header {
         migrate_to_ram: Option<
             unsafe fn(*const Header, *mut bindings::vm_fault) -> bindings::vm_fault_t,
         >,
-        dma_alias: Option<DmaAliasFn>,
+        alias: Option<(LinearAlias, AliasMapping)>,
     ) -> impl PinInit<Self, Error> {
+        let alias_desc = alias.as_ref().map(|(a, m)| bindings::dev_pagemap_alias {
+            provider: a.provider.as_ptr(),
+            phys: a.phys,
+            vaddr: core::ptr::null_mut(),
+            ioaddr: m.addr.as_ptr(),
+        });
+        let alias_mapping = alias.map(|(_, m)| m);
         try_pin_init!(Self {
             pgmap <- Opaque::try_ffi_init(move |pgmap: *mut bindings::dev_pagemap| {
                 let (start, end) = match region {
@@ -476,6 +434,10 @@ impl Header {
                     (*pgmap).nr_range = 1;
                     (*pgmap).ops = T::Kind::ops();
                     (*pgmap).owner = pgmap.cast();
+                    if let Some(alias) = alias_desc {
+                        (*pgmap).flags = bindings::PGMAP_ALIAS_LINEAR;
+                        (*pgmap).alias = alias;
+                    }
                 }
                 let nid = nid.unwrap_or(bindings::NUMA_NO_NODE);
                 // SAFETY: `pgmap` is initialised as `memremap_pages()` requires
@@ -492,8 +454,7 @@ impl Header {
             type_id: TypeId::of::<T>(),
             folio_free: Pagemap::<T>::folio_free_callback,
             migrate_to_ram,
-            dma_alias,
-            revoked: Atomic::new(false),
+            alias_mapping,
         })
     }
 
@@ -1085,9 +1046,52 @@ impl<T: DevicePrivateOps> Pagemap<T> {
             size,
             nid,
             Some(Self::migrate_to_ram_callback),
-            Some(Self::dma_alias_callback),
+            None,
             data,
         )
+    }
+
+    /// As [`Pagemap::new`], for device memory that can also be reached at
+    /// `alias` ([`LinearAlias`]): mirrors that name themselves as alias
+    /// clients in `hmm_range_fault()` and can reach it, peer to peer or
+    /// with the CPU through the kernel mapping the pagemap keeps, access
+    /// the pages in place rather than migrate them. Core decides who can
+    /// reach it; the driver takes the aliases back with
+    /// [`Pagemap::revoke_aliases`] and by migrating the pages.
+    ///
+    /// `EINVAL` if `alias` is not `size` bytes; `ENOMEM` if it cannot be
+    /// mapped.
+    pub fn new_with_alias<E>(
+        size: usize,
+        nid: Option<i32>,
+        alias: LinearAlias,
+        data: impl PinInit<T, E>,
+    ) -> impl PinInit<Self, Error>
+    where
+        Error: From<E>,
+    {
+        let mapping = if alias.len != size {
+            Err(EINVAL)
+        } else {
+            // SAFETY: `phys..phys + len` is BAR memory (type invariant of
+            // `alias`), which `ioremap()` may map.
+            let addr = unsafe { bindings::ioremap(alias.phys, alias.len) };
+            // INVARIANT: Just mapped; unmapped on drop.
+            NonNull::new(addr)
+                .map(|addr| AliasMapping { addr })
+                .ok_or(ENOMEM)
+        };
+        pin_init::pin_init_scope(move || {
+            let mapping = mapping?;
+            Ok(Self::init(
+                Region::Free(size),
+                size,
+                nid,
+                Some(Self::migrate_to_ram_callback),
+                Some((alias, mapping)),
+                data,
+            ))
+        })
     }
 
     /// # Safety
@@ -1111,59 +1115,43 @@ impl<T: DevicePrivateOps> Pagemap<T> {
         }
     }
 
-    /// # Safety
-    ///
-    /// `h` is the header of a `Pagemap<T>`, `folio` a folio of it (possibly
-    /// being freed) and `pfn` and `nr` valid for writes; called under
-    /// `rcu_read_lock()`.
-    unsafe fn dma_alias_callback(
-        h: *const Header,
-        folio: *mut bindings::folio,
-        pfn: *mut c_ulong,
-        nr: *mut c_ulong,
-    ) -> c_int {
-        // SAFETY: `h` heads a live `Pagemap<T>` (safety requirement).
-        let pm = unsafe { &*h.cast::<Self>() };
-        // SAFETY: `folio` belongs to `pm`.
-        let f = unsafe { DeviceFolio::<T>::from_raw(folio) };
-        match T::dma_alias(pm, f) {
-            // A run shorter than the folio breaks the op's contract (core
-            // would warn): no alias, the folio migrates. One past the
-            // pagemap names pages that are not the driver's: cut it there.
-            Ok(a) if a.pages >= f.nr_pages() => {
-                let left = pm.nr_pages().saturating_sub(f.index());
-                // SAFETY: `pfn` and `nr` are valid for writes (safety
-                // requirement).
-                unsafe {
-                    *pfn = a.pfn as c_ulong;
-                    *nr = a.pages.min(left) as c_ulong;
-                }
-                0
-            }
-            Ok(_) => EINVAL.to_errno(),
-            Err(e) => e.to_errno(),
-        }
-    }
-
-    /// Stops handing out DMA aliases ([`DevicePrivateOps::dma_alias`]) for
-    /// good, and waits until no `hmm_range_fault()` is still using an alias
-    /// it got before.
+    /// Stops reporting this pagemap's pages as aliases to mirrors
+    /// (`dev_pagemap_revoke_aliases()`), and waits until no
+    /// `hmm_range_fault()` still decides with the aliases on.
     ///
     /// This is the first step of removing the memory behind the aliases:
     /// then evict every page ([`crate::mm::migrate::Eviction`]), which
-    /// invalidates every mirror that holds an alias, and only then free the
-    /// alias memory. Faults after this call migrate instead. Sleeps (an RCU
-    /// grace period).
+    /// invalidates every mirror that holds an alias. Faults after this call
+    /// migrate instead. Mirrors keep the aliases they hold until their next
+    /// invalidation. Sleeps (an RCU grace period).
     pub fn revoke_aliases(&self) {
-        self.header.revoked.store(true, Release);
-        // Core calls `dma_alias` and uses its result under `rcu_read_lock()`:
-        // after a grace period no call that read `false` is still running.
-        crate::sync::rcu::synchronize_rcu();
+        // SAFETY: The pagemap is registered (type invariant of `Header`).
+        unsafe { bindings::dev_pagemap_revoke_aliases(self.raw()) };
     }
 
-    /// Whether [`Pagemap::revoke_aliases`] was called.
+    /// Reports the pagemap's pages as aliases again, after
+    /// [`Pagemap::revoke_aliases`]; for a driver that turns its aliases off
+    /// and on, not for one whose alias memory is going away.
+    pub fn restore_aliases(&self) {
+        // SAFETY: The pagemap is registered (type invariant of `Header`).
+        unsafe { bindings::dev_pagemap_restore_aliases(self.raw()) };
+    }
+
+    /// Whether the aliases are revoked ([`Pagemap::revoke_aliases`]).
     pub fn aliases_revoked(&self) -> bool {
-        self.header.revoked.load(Acquire)
+        // SAFETY: The field is written with `WRITE_ONCE()` by the C helpers.
+        unsafe { core::ptr::read_volatile(&raw const (*self.raw()).alias_revoked) }
+    }
+
+    /// How many of this pagemap's pages `hmm_range_fault()` reported to
+    /// mirrors as aliases (`pgmap->alias_reported`).
+    pub fn aliases_reported(&self) -> u64 {
+        // SAFETY: The counter is an `atomic_long_t` of the registered pagemap,
+        // which core updates atomically; an aligned volatile read sees one
+        // of its values.
+        let n =
+            unsafe { core::ptr::read_volatile(&raw const (*self.raw()).alias_reported.counter) };
+        n as u64
     }
 }
 
@@ -1230,7 +1218,7 @@ impl<T: PagemapOps> Pagemap<T> {
         migrate_to_ram: Option<
             unsafe fn(*const Header, *mut bindings::vm_fault) -> bindings::vm_fault_t,
         >,
-        dma_alias: Option<DmaAliasFn>,
+        alias: Option<(LinearAlias, AliasMapping)>,
         data: impl PinInit<T, E>,
     ) -> impl PinInit<Self, Error>
     where
@@ -1250,7 +1238,7 @@ impl<T: PagemapOps> Pagemap<T> {
                 return Err(EINVAL);
             }
             Ok(try_pin_init!(Self {
-                header <- Header::new::<T>(region, nid, migrate_to_ram, dma_alias),
+                header <- Header::new::<T>(region, nid, migrate_to_ram, alias),
                 nr: nr_pages,
                 alloc <- Alloc::new(nr_pages),
                 data <- data,
@@ -1817,52 +1805,6 @@ mod tests {
     const PMD: usize = crate::page::PAGE_SIZE << MAX_FOLIO_ORDER;
 
     /// Aliases at `pfn + index`, in runs of `run` pages.
-    struct Aliased {
-        pfn: usize,
-        run: Atomic<usize>,
-    }
-
-    impl PagemapOps for Aliased {
-        type Kind = Private;
-
-        fn folio_free(_pm: &Pagemap<Self>, _folio: &DeviceFolio<Self>) {}
-    }
-
-    impl DevicePrivateOps for Aliased {
-        fn migrate_to_ram(
-            _pm: &Pagemap<Self>,
-            _fault: &DeviceFault<'_, Self>,
-        ) -> core::result::Result<(), FaultError> {
-            Err(FaultError::SigBus)
-        }
-
-        fn dma_alias(pm: &Pagemap<Self>, folio: &DeviceFolio<Self>) -> Result<DmaAlias> {
-            Ok(DmaAlias {
-                pfn: pm.data().pfn + folio.index(),
-                pages: pm.data().run.load(Relaxed),
-            })
-        }
-    }
-
-    /// What core gets from `dev_pagemap_ops::dma_alias` for `folio`.
-    fn core_alias<T: DevicePrivateOps>(
-        pm: &Pagemap<T>,
-        folio: &NewFolio<'_, T>,
-    ) -> core::result::Result<(usize, usize), i32> {
-        let (mut pfn, mut nr) = (0, 0);
-        let _rcu = crate::sync::rcu::read_lock();
-        // SAFETY: The pagemap is registered with `PRIVATE_OPS`, which has
-        // `dma_alias`; the folio is one of its, referenced; the RCU read
-        // lock is held, as core holds it.
-        let ret =
-            unsafe { ((*(*pm.raw()).ops).dma_alias.ok_or(-1)?)(folio.as_raw(), &mut pfn, &mut nr) };
-        if ret == 0 {
-            Ok((pfn, nr))
-        } else {
-            Err(ret)
-        }
-    }
-
     fn new_pm(size: usize) -> Result<Pin<KBox<Pagemap<Counting>>>> {
         KBox::pin_init(
             Pagemap::new(
@@ -2162,35 +2104,15 @@ mod tests {
     }
 
     #[test]
-    fn alias_runs_are_cut_at_the_end_of_the_pagemap() -> Result {
-        let pm = KBox::pin_init(
-            Pagemap::new(
-                2 * PMD,
-                None,
-                Aliased {
-                    pfn: 0x100000,
-                    run: Atomic::new(usize::MAX),
-                },
-            ),
-            GFP_KERNEL,
-        )?;
-        let n = pm.nr_pages();
-        let f = pm.alloc_folio(0)?;
-        let g = pm.alloc_folio(0)?;
-        let left = n - g.index();
-        // A run past the end of the pagemap ends there.
-        assert_eq!(core_alias(&pm, &g), Ok((0x100000 + g.index(), left)));
-        pm.data().run.store(left, Relaxed);
-        assert_eq!(core_alias(&pm, &g), Ok((0x100000 + g.index(), left)));
-        pm.data().run.store(1, Relaxed);
-        assert_eq!(core_alias(&pm, &f), Ok((0x100000 + f.index(), 1)));
-        // Shorter than the folio: no alias.
-        pm.data().run.store(0, Relaxed);
-        assert_eq!(core_alias(&pm, &f), Err(EINVAL.to_errno()));
-        // Revoked: no alias either.
-        pm.data().run.store(1, Relaxed);
+    fn aliases_are_revoked_and_restored() -> Result {
+        let pm = new_pm(PMD)?;
+        assert!(!pm.aliases_revoked());
         pm.revoke_aliases();
-        assert_eq!(core_alias(&pm, &f), Err(ENODEV.to_errno()));
+        assert!(pm.aliases_revoked());
+        pm.restore_aliases();
+        assert!(!pm.aliases_revoked());
+        // A pagemap without an alias reports none.
+        assert_eq!(pm.aliases_reported(), 0);
         Ok(())
     }
 

@@ -7,9 +7,9 @@
 //! dma-buf MR, another accelerator) attaches to the buffer and maps it for
 //! its own DMA, which then goes straight to the BAR, peer to peer.
 //!
-//! [`BarExporter`] does the dma-buf side for ranges of one BAR that the
-//! driver published as P2PDMA memory
-//! (`pci::Device::p2pdma_add_resource`):
+//! [`BarExporter`] does the dma-buf side for ranges of one BAR, through the
+//! BAR's P2P provider (`pci::Device::p2pdma_provider`), with no struct
+//! pages for the BAR:
 //!
 //! - it accepts only importers that can take memory without `struct page`
 //!   (`allow_peer2peer`) and whose mappings can be revoked
@@ -31,9 +31,8 @@
 //!   device memory. Only shared mappings: a private one fails with
 //!   `EINVAL`, since the pages cannot be copied on write. It asks for
 //!   write-combining (`pgprot_writecombine()`); with x86 PAT the pages
-//!   keep the memory type the BAR already has, uncached once it is P2PDMA
-//!   memory (`memremap_pages()` maps P2PDMA pages with
-//!   `pgprot_noncached()`);
+//!   keep the memory type an existing kernel mapping of the BAR reserved
+//!   (uncached for a driver that maps it with `ioremap()`);
 //! - when the driver unbinds, dropping the exporter revokes every buffer:
 //!   user mappings are zapped, importers are told
 //!   (`dma_buf_invalidate_mappings()`), the exporter waits for their fences
@@ -104,7 +103,6 @@ use core::{
 /// ```
 /// # use kernel::{device::Bound, pci::{self, BarExporter}, prelude::*};
 /// fn export_first_page(pdev: &pci::Device<Bound>, module: &'static ThisModule) -> Result {
-///     pdev.p2pdma_add_resource(2, 0, 0)?;
 ///     let exporter = BarExporter::new(pdev, 2, c"example", module)?;
 ///     // What backs the buffer: dropped with the dma-buf's last reference.
 ///     let buf = exporter.handle().export(0, 4096, ())?;
@@ -217,8 +215,8 @@ struct State {
 }
 
 impl<'a> BarExporter<'a> {
-    /// Sets up exports from BAR `bar` of `pdev`, which must have been
-    /// published with `p2pdma_add_resource` (else `EINVAL`). `name` names
+    /// Sets up exports from memory BAR `bar` of `pdev` (else `EINVAL`),
+    /// through its P2P provider. `name` names
     /// the exporter in `/sys/kernel/debug/dma_buf/bufinfo`; `module` is the
     /// driver's, kept loaded while any buffer lives.
     pub fn new(
@@ -229,13 +227,8 @@ impl<'a> BarExporter<'a> {
     ) -> Result<Self> {
         let bar_start = pdev.resource_start(bar)?;
         let bar_len = pdev.resource_len(bar)?;
-        let raw = pdev.as_raw();
-        // SAFETY: `raw` is a bound PCI device; `bar` is a valid BAR index
-        // (`resource_start` checked it). The provider is device-managed.
-        let provider = unsafe { bindings::pcim_p2pdma_provider(raw, bar as i32) };
-        if provider.is_null() {
-            return Err(EINVAL);
-        }
+        // Device-managed, valid while `pdev` is bound, which it is for `'a`.
+        let provider = pdev.p2pdma_provider(bar)?.as_raw().as_ptr();
         let dev = AsRef::<device::Device<device::Bound>>::as_ref(pdev).as_raw();
         // INVARIANT: `provider` belongs to `bar` of `pdev`, which stays bound
         // for `'a`; the exporter's drop sets `dead` before that ends.

@@ -2,15 +2,16 @@
 
 //! PCI peer-to-peer DMA (P2PDMA) providers.
 //!
-//! A device can publish (part of) a memory BAR as P2PDMA memory: the core
-//! creates `MEMORY_DEVICE_PCI_P2PDMA` ZONE_DEVICE pages for it, mapped in
-//! the kernel direct map (uncached), which other devices' DMA mappings can
-//! target directly when the PCI topology allows it.
+//! A memory BAR of a device can be reached by other devices' DMA directly,
+//! when the PCI topology allows it. The core describes such a BAR with a
+//! provider (`struct p2pdma_provider`), which importers and core mm use to
+//! decide, for each client device, whether and how it can reach the BAR
+//! (`pci_p2pdma_map_type()`), without struct pages for the BAR.
 //!
-//! Everything `pci_p2pdma_add_resource()` sets up is device-managed and
-//! torn down after the driver's `unbind`; that teardown waits for every
-//! allocation from the pool to be freed. [`P2pMem`] borrows the bound
-//! device, so an allocation cannot outlive the binding in safe code.
+//! The providers are device-managed: they exist from the first
+//! [`Device::p2pdma_provider`] call until after the driver's `unbind`.
+//! [`P2pProvider`] borrows the bound device, so safe code cannot keep one
+//! longer.
 //!
 //! C header: [`include/linux/pci-p2pdma.h`](srctree/include/linux/pci-p2pdma.h)
 
@@ -24,113 +25,59 @@ use crate::{
     },
     prelude::*, //
 };
-use core::ptr::NonNull;
+use core::{
+    marker::PhantomData,
+    ptr::NonNull, //
+};
 
 impl Device<device::Bound> {
-    /// Publishes `size` bytes of `bar` at `offset` as P2PDMA memory
-    /// (`size == 0`: the rest of the BAR).
+    /// The P2P provider of memory BAR `bar` (`pcim_p2pdma_init()`,
+    /// `pcim_p2pdma_provider()`).
     ///
-    /// The range must be 2 MiB aligned (a memory-hotplug subsection) and
-    /// within the BAR: otherwise `EINVAL`; `EOPNOTSUPP` without
-    /// `CONFIG_PCI_P2PDMA`. The pool is not published for other drivers to
-    /// find; [`Self::alloc_p2pmem`] allocates from it. Undone automatically
-    /// when the device is unbound.
+    /// `EINVAL` if `bar` is not a memory BAR of the device; `EOPNOTSUPP`
+    /// without `CONFIG_PCI_P2PDMA` or if the device's BARs cannot be mapped.
     ///
     /// # Examples
     ///
     /// ```
     /// # use kernel::{device::Bound, pci, prelude::*};
-    /// fn publish(pdev: &pci::Device<Bound>) -> Result {
-    ///     pdev.p2pdma_add_resource(2, 0, 0)?;
-    ///     let mem = pdev.alloc_p2pmem(4096)?;
-    ///     assert!(mem.phys_addr() >= pdev.resource_start(2)?);
+    /// fn provider(pdev: &pci::Device<Bound>) -> Result {
+    ///     let p = pdev.p2pdma_provider(2)?;
+    ///     let _ = p.as_raw();
     ///     Ok(())
     /// }
     /// ```
-    pub fn p2pdma_add_resource(&self, bar: u32, size: usize, offset: u64) -> Result {
-        if !Self::bar_is_valid(bar) {
+    pub fn p2pdma_provider(&self, bar: u32) -> Result<P2pProvider<'_>> {
+        if bar >= bindings::PCI_STD_NUM_BARS {
             return Err(EINVAL);
         }
-        // SAFETY: `self` is a bound PCI device; `bar` is a valid index. The
-        // state this creates is device-managed.
-        to_result(unsafe {
-            bindings::pci_p2pdma_add_resource(self.as_raw(), bar as i32, size, offset)
+        // SAFETY: `self` is a bound PCI device. What this sets up is
+        // device-managed; a second call finds it done.
+        to_result(unsafe { bindings::pcim_p2pdma_init(self.as_raw()) })?;
+        // SAFETY: As above, and `pcim_p2pdma_init()` succeeded; `bar` is a
+        // valid BAR index.
+        let provider = unsafe { bindings::pcim_p2pdma_provider(self.as_raw(), bar as i32) };
+        // INVARIANT: The provider of `bar` of `self`, device-managed.
+        Ok(P2pProvider {
+            ptr: NonNull::new(provider).ok_or(EINVAL)?,
+            _dev: PhantomData,
         })
-    }
-
-    fn bar_is_valid(bar: u32) -> bool {
-        bar < bindings::PCI_STD_NUM_BARS
-    }
-
-    /// Allocates `size` bytes of this device's P2PDMA memory.
-    ///
-    /// `ENOMEM` when the pool (see [`Self::p2pdma_add_resource`]) has no
-    /// such run free, or the device has none.
-    pub fn alloc_p2pmem(&self, size: usize) -> Result<P2pMem<'_>> {
-        if size == 0 {
-            return Err(EINVAL);
-        }
-        // SAFETY: `self` is a bound PCI device.
-        let addr = unsafe { bindings::pci_alloc_p2pmem(self.as_raw(), size) };
-        let addr = NonNull::new(addr.cast::<u8>()).ok_or(ENOMEM)?;
-        // INVARIANT: Just allocated from `self`'s pool, `size` bytes.
-        Ok(P2pMem {
-            pdev: self,
-            addr,
-            size,
-        })
-    }
-
-    /// The P2PDMA distance from this provider to `client`: `None` when DMA
-    /// between them cannot go peer to peer, otherwise the number of PCI
-    /// hops (0 when `client` is this device).
-    pub fn p2pdma_distance(&self, client: &device::Device) -> Option<u32> {
-        // SAFETY: Both devices are valid.
-        let d = unsafe { bindings::pci_p2pdma_distance(self.as_raw(), client.as_raw(), false) };
-        u32::try_from(d).ok()
     }
 }
 
-/// An allocation of P2PDMA memory.
+/// The P2P provider of a memory BAR of a bound PCI device.
 ///
 /// # Invariants
 ///
-/// `addr` is a direct-map address returned by `pci_alloc_p2pmem(pdev, size)`
-/// and not freed yet.
-pub struct P2pMem<'a> {
-    pdev: &'a Device<device::Bound>,
-    addr: NonNull<u8>,
-    size: usize,
+/// `ptr` is the provider of a BAR of a device that stays bound for `'a`.
+pub struct P2pProvider<'a> {
+    ptr: NonNull<bindings::p2pdma_provider>,
+    _dev: PhantomData<&'a Device<device::Bound>>,
 }
 
-// SAFETY: The allocation may be freed from any thread.
-unsafe impl Send for P2pMem<'_> {}
-// SAFETY: `P2pMem` offers no interior mutability.
-unsafe impl Sync for P2pMem<'_> {}
-
-impl P2pMem<'_> {
-    /// The size in bytes.
-    pub fn size(&self) -> usize {
-        self.size
-    }
-
-    /// The CPU physical address (the BAR address).
-    pub fn phys_addr(&self) -> u64 {
-        // SAFETY: `addr` is a direct-map address (type invariant).
-        unsafe { bindings::pci_p2pmem_virt_to_phys(self.addr.as_ptr().cast()) }
-    }
-
-    /// The page frame number of the first page.
-    pub fn pfn(&self) -> usize {
-        (self.phys_addr() >> crate::page::PAGE_SHIFT) as usize
-    }
-}
-
-impl Drop for P2pMem<'_> {
-    fn drop(&mut self) {
-        // SAFETY: Allocated from `pdev`'s pool with this size (type invariant).
-        unsafe {
-            bindings::pci_free_p2pmem(self.pdev.as_raw(), self.addr.as_ptr().cast(), self.size)
-        };
+impl P2pProvider<'_> {
+    /// The C provider, valid while the device is bound.
+    pub fn as_raw(&self) -> NonNull<bindings::p2pdma_provider> {
+        self.ptr
     }
 }
