@@ -14,8 +14,9 @@
 //! buffer lives, so that an administrator can bound the VRAM a cgroup holds
 //! (`dmem.max`).
 //!
-//! Only device-private VRAM exports buffers: device-coherent VRAM is not
-//! P2PDMA memory (the BAR cannot be both), and gets `EOPNOTSUPP`.
+//! Only device-private VRAM exports buffers: device-coherent VRAM is mapped
+//! by the kernel as memory, cacheable, which an uncached mapping of the same
+//! BAR for importers must not alias; it gets `EOPNOTSUPP`.
 
 use crate::gpu::{
     Gpu,

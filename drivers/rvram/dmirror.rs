@@ -27,6 +27,10 @@ use kernel::{
         __GFP_ZERO,
         GFP_KERNEL_ACCOUNT, //
     },
+    cred::{
+        self,
+        Capability, //
+    },
     fs::File,
     ioctl::_IOWR,
     miscdevice::{
@@ -104,16 +108,25 @@ const READ_UNLOCKED: u32 = _IOWR::<Cmd>(TYPE, 0x09);
 
 /// `HMM_DMIRROR_FLAG_FAIL_ALLOC`: the next device allocation fails (once).
 const FLAG_FAIL_ALLOC: u64 = 1;
+/// `HMM_DMIRROR_FLAG_ALIAS`: device reads and writes reach another
+/// device's private pages through their alias, with the CPU, as
+/// lib/test_hmm does: [`FLAG_ALIAS_CPU`].
+const FLAG_ALIAS: u64 = 1 << 1;
+/// `HMM_DMIRROR_FLAG_NO_ALIAS`: this GPU's pages have no alias for peers
+/// while any file keeps it set (`CAP_SYS_ADMIN`: it slows every user's
+/// peers down).
+const FLAG_NO_ALIAS: u64 = 1 << 2;
 /// rvram's own flag: device reads and writes fault on behalf of this GPU as
 /// a DMA alias client, so that pages in another GPU's VRAM are accessed
-/// through their P2PDMA alias when P2P is possible instead of migrating.
+/// through their alias when P2P is possible instead of migrating.
 const FLAG_ALIAS_DMA: u64 = 1 << 16;
 /// rvram's own flag: as [`FLAG_ALIAS_DMA`], but as a virtual-DMA client that
 /// accesses memory with the CPU (as software RDMA does): every alias
 /// qualifies.
 const FLAG_ALIAS_CPU: u64 = 1 << 17;
 /// The flags `HMM_DMIRROR_FLAGS` accepts.
-const FLAGS_KNOWN: u64 = FLAG_FAIL_ALLOC | FLAG_ALIAS_DMA | FLAG_ALIAS_CPU;
+const FLAGS_KNOWN: u64 =
+    FLAG_FAIL_ALLOC | FLAG_ALIAS | FLAG_NO_ALIAS | FLAG_ALIAS_DMA | FLAG_ALIAS_CPU;
 
 /// `HMM_DMIRROR_PROT_*` of a SNAPSHOT.
 mod prot {
@@ -236,6 +249,15 @@ impl MiscDevice for DmirrorFile {
         )
     }
 
+    /// A file that kept this GPU's aliases off stops keeping them off.
+    fn release(device: Pin<KBox<Self>>, _file: &File) {
+        if device.flags.load(Relaxed) & FLAG_NO_ALIAS != 0 {
+            let mut off = device.gpu.aliases_off.lock();
+            // Fails only once unbind revoked them for good.
+            let _ = device.gpu.count_aliases_off(&mut off, false);
+        }
+    }
+
     /// Maps zeroed system pages, as test_hmm does: a device file whose
     /// mapping is not anonymous memory (hmm-tests' `mixedmap` case snapshots
     /// it). The VMA holds its own reference to every page. At most
@@ -286,14 +308,14 @@ impl MiscDevice for DmirrorFile {
             SNAPSHOT => me.snapshot(&mut c)?,
             FLAGS => {
                 if c.npages & !FLAGS_KNOWN != 0
-                    || c.npages & (FLAG_ALIAS_DMA | FLAG_ALIAS_CPU)
-                        == FLAG_ALIAS_DMA | FLAG_ALIAS_CPU
+                    || c.npages & FLAG_ALIAS_DMA != 0
+                        && c.npages & (FLAG_ALIAS | FLAG_ALIAS_CPU) != 0
                 {
                     // Any user can ask: the errno says it all, no log line.
                     pr_debug!("HMM_DMIRROR_FLAGS: bad flags {:#x}\n", c.npages);
                     return Err(EINVAL);
                 }
-                me.flags.store(c.npages, Relaxed)
+                me.set_flags(c.npages)?
             }
             RELEASE => me.release()?,
             EXCLUSIVE => me.exclusive(&mut c)?,
@@ -427,6 +449,24 @@ impl DmirrorFile {
         Ok(None)
     }
 
+    /// Sets the file's flags; counts the file in or out of those that keep
+    /// this GPU's aliases off if `FLAG_NO_ALIAS` changes.
+    fn set_flags(&self, flags: u64) -> Result {
+        // The flag and the count change together, whatever else this
+        // file's other threads do.
+        let mut off = self.gpu.aliases_off.lock();
+        let old = self.flags.load(Relaxed);
+        if (old ^ flags) & FLAG_NO_ALIAS != 0 {
+            if !cred::capable(Capability::SYS_ADMIN) {
+                return Err(EPERM);
+            }
+            self.gpu
+                .count_aliases_off(&mut off, flags & FLAG_NO_ALIAS != 0)?;
+        }
+        self.flags.store(flags, Relaxed);
+        Ok(())
+    }
+
     /// The fault request of a device read or write of `len` bytes at
     /// `addr`, with this GPU as the alias client if the file asked for it.
     fn request(&self, addr: usize, len: usize, write: bool) -> Result<RangeRequest> {
@@ -434,7 +474,7 @@ impl DmirrorFile {
         let flags = self.flags.load(Relaxed);
         let access = if flags & FLAG_ALIAS_DMA != 0 {
             AliasAccess::Dma
-        } else if flags & FLAG_ALIAS_CPU != 0 {
+        } else if flags & (FLAG_ALIAS | FLAG_ALIAS_CPU) != 0 {
             AliasAccess::Cpu
         } else {
             return Ok(req);

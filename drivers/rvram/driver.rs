@@ -43,16 +43,15 @@ use kernel::{
         MiscDeviceOptions,
         MiscDeviceRegistration, //
     },
-    mm::pagemap::Pagemap,
+    mm::pagemap::{
+        LinearAlias,
+        Pagemap, //
+    },
     page::PAGE_SIZE,
     pci,
     prelude::*,
     sync::{
         aref::ARef,
-        atomic::{
-            Atomic,
-            Relaxed, //
-        },
         Arc, //
     },
     uaccess::UserSliceReader,
@@ -72,13 +71,9 @@ pub(crate) struct Rvram<'bound> {
     pdev: &'bound pci::Device<Bound>,
     gpu: Arc<Gpu>,
     /// Exports VRAM buffer objects as dma-bufs; dropped (which revokes
-    /// them) before the P2PDMA memory below is freed. Device-private VRAM
+    /// them) before the device's P2P provider goes. Device-private VRAM
     /// only.
     exporter: Option<pci::BarExporter<'bound>>,
-    /// All of BAR2 as P2PDMA memory, reserved so that the P2PDMA pool never
-    /// hands VRAM to anyone else: VRAM page `i` is P2PDMA page `p2p.pfn() + i`.
-    /// Device-private VRAM only: the BAR cannot be both.
-    p2p: Option<pci::P2pMem<'bound>>,
     #[pin]
     misc: MiscDeviceRegistration<DmirrorFile>,
     dir: Dir,
@@ -87,9 +82,13 @@ pub(crate) struct Rvram<'bound> {
     /// `device_private_pfn` or `device_coherent_pfn`.
     #[pin]
     first_pfn: File<u64>,
-    p2p_pfn: Option<Pin<KBox<File<u64>>>>,
-    /// Whether peers get P2P aliases: see [`PrivatePages::p2p_alias`].
-    /// Device-private VRAM only.
+    /// `alias_phys`: where peers reach VRAM page 0, BAR2's physical
+    /// address. Device-private VRAM only.
+    alias_phys: Option<Pin<KBox<File<u64>>>>,
+    /// Whether peers get aliases of VRAM pages ([`Pagemap::revoke_aliases`]
+    /// and [`Pagemap::restore_aliases`]), which benchmarks and tests turn
+    /// off to measure what a peer's access costs when it migrates the
+    /// pages instead. Device-private VRAM only.
     p2p_alias: Option<Pin<KBox<File<Arc<Gpu>>>>>,
     /// The scale benchmark's `fill` and `alloc_bench`. Device-private VRAM
     /// only.
@@ -145,7 +144,7 @@ fn probe_coherent(pm: &Pagemap<CoherentPages>) -> Result {
 /// Shows `p2p_alias` as debugfs shows a bool: `Y` or `N`.
 fn show_p2p_alias(gpu: &Arc<Gpu>, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
     let on = match &gpu.vram {
-        Vram::Private(pm) => pm.data().p2p_alias.load(Relaxed),
+        Vram::Private(pm) => !pm.aliases_revoked(),
         Vram::Coherent(_) => false,
     };
     writeln!(f, "{}", if on { "Y" } else { "N" })
@@ -162,8 +161,16 @@ fn store_p2p_alias(gpu: &Arc<Gpu>, reader: &mut UserSliceReader) -> Result {
     }
     reader.read_slice(&mut buf[..n])?;
     let on = kernel::str::kstrtobool_bytes(&buf[..n])?;
+    // Not while a file counts itself in or out of those that keep them off.
+    let _off = gpu.aliases_off.lock();
+    // Not while unbind revokes them for good: it holds this off.
+    let _bound = gpu.hold_bound()?;
     if let Vram::Private(pm) = &gpu.vram {
-        pm.data().p2p_alias.store(on, Relaxed);
+        if on {
+            pm.restore_aliases();
+        } else {
+            pm.revoke_aliases();
+        }
     }
     Ok(())
 }
@@ -185,16 +192,12 @@ pub(crate) type PrivateDriver = RvramDriver<false>;
 /// The driver of device-coherent VRAM.
 pub(crate) type CoherentDriver = RvramDriver<true>;
 
-/// Device-private VRAM with its P2PDMA alias pages and dma-buf exporter.
-type PrivateVram<'bound> = (
-    Pin<KBox<Pagemap<PrivatePages>>>,
-    pci::BarExporter<'bound>,
-    pci::P2pMem<'bound>,
-);
+/// Device-private VRAM with its dma-buf exporter.
+type PrivateVram<'bound> = (Pin<KBox<Pagemap<PrivatePages>>>, pci::BarExporter<'bound>);
 
 impl<const COHERENT: bool> RvramDriver<COHERENT> {
-    /// Maps BAR2, publishes it as P2PDMA memory and creates the
-    /// device-private pagemap whose pages stand for it.
+    /// Maps BAR2 and creates the device-private pagemap whose pages stand
+    /// for it, with BAR2 as their alias for peers.
     fn probe_private<'bound>(
         pdev: &'bound pci::Device<Bound>,
         layout: &VramLayout,
@@ -203,12 +206,6 @@ impl<const COHERENT: bool> RvramDriver<COHERENT> {
         probe_vram(&vram, layout).inspect_err(|e| {
             dev_err!(pdev, "VRAM read-back check failed: {e:?}\n");
         })?;
-        pdev.p2pdma_add_resource(VRAM_BAR, 0, 0).inspect_err(|e| {
-            dev_err!(
-                pdev,
-                "cannot publish BAR{VRAM_BAR} as P2PDMA memory: {e:?}\n"
-            );
-        })?;
         let exporter = pci::BarExporter::new(
             pdev,
             VRAM_BAR,
@@ -216,25 +213,28 @@ impl<const COHERENT: bool> RvramDriver<COHERENT> {
             kernel::module::this_module::<crate::RvramModule>(),
         )?;
         let size = usize::try_from(layout.size())?;
-        let p2p = pdev.alloc_p2pmem(size)?;
-        if p2p.phys_addr() != pdev.resource_start(VRAM_BAR)? {
-            dev_err!(pdev, "P2PDMA pool does not start at BAR{VRAM_BAR}\n");
-            return Err(EIO);
-        }
+        let provider = pdev.p2pdma_provider(VRAM_BAR)?;
+        // SAFETY: `provider` is BAR2's, which holds VRAM from its start for
+        // `size` bytes. Unbind revokes the aliases and evicts every page of
+        // the pagemap before the provider goes (after `unbind`); when some
+        // page cannot be evicted, the pagemap is retired, its aliases
+        // revoked, and every mirror of the pages that could be moved was
+        // invalidated by the eviction.
+        let alias =
+            unsafe { LinearAlias::new(provider.as_raw(), pdev.resource_start(VRAM_BAR)?, size) };
         let pages = KBox::pin_init(
-            Pagemap::new(
+            Pagemap::new_with_alias(
                 size,
                 None,
+                alias,
                 Ok::<_, Error>(PrivatePages {
                     vram: vram.into_devres()?,
-                    p2p_pfn: p2p.pfn(),
-                    p2p_alias: Atomic::new(true),
                     books: Books::new(layout.pages())?,
                 }),
             ),
             GFP_KERNEL,
         )?;
-        Ok((pages, exporter, p2p))
+        Ok((pages, exporter))
     }
 }
 
@@ -278,7 +278,7 @@ impl<const COHERENT: bool> pci::Driver for RvramDriver<COHERENT> {
             })?;
             let slot = Slot::take(pdev)?;
             let coherent = COHERENT;
-            let (vram, exporter, p2p) = if coherent {
+            let (vram, exporter) = if coherent {
                 let pages = KBox::pin_init(
                     Pagemap::new_coherent(
                         pdev,
@@ -299,13 +299,16 @@ impl<const COHERENT: bool> pci::Driver for RvramDriver<COHERENT> {
                 probe_coherent(&pages).inspect_err(|e| {
                     dev_err!(pdev, "VRAM read-back check failed: {e:?}\n");
                 })?;
-                (Vram::Coherent(pages), None, None)
+                (Vram::Coherent(pages), None)
             } else {
-                let (pages, exporter, p2p) = Self::probe_private(pdev, &layout)?;
-                (Vram::Private(pages), Some(exporter), Some(p2p))
+                let (pages, exporter) = Self::probe_private(pdev, &layout)?;
+                (Vram::Private(pages), Some(exporter))
             };
             let first_pfn = vram.first_pfn() as u64;
-            let p2p_pfn = p2p.as_ref().map(|p| p.pfn() as u64);
+            let alias_phys = match &vram {
+                Vram::Private(_) => Some(pdev.resource_start(VRAM_BAR)?),
+                Vram::Coherent(_) => None,
+            };
             let exports = exporter.as_ref().map(|e| e.handle());
             // "rvram/0000:00:05.0/vram" in the dmem cgroup files, as DRM
             // names its regions "drm/<device>/<region>": VRAM of either kind,
@@ -336,9 +339,9 @@ impl<const COHERENT: bool> pci::Driver for RvramDriver<COHERENT> {
                 layout.pages(),
                 if coherent { "coherent" } else { "private" }
             );
-            let p2p_file = match p2p_pfn {
-                Some(pfn) => Some(KBox::pin_init(
-                    dir.read_only_file(c"p2pdma_pfn", pfn),
+            let alias_phys = match alias_phys {
+                Some(phys) => Some(KBox::pin_init(
+                    dir.read_only_file(c"alias_phys", phys),
                     GFP_KERNEL,
                 )?),
                 None => None,
@@ -386,7 +389,6 @@ impl<const COHERENT: bool> pci::Driver for RvramDriver<COHERENT> {
                 pdev,
                 gpu,
                 exporter,
-                p2p,
                 misc <- MiscDeviceRegistration::register(MiscDeviceOptions { name: NAMES[index] }),
                 dir: dir.clone(),
                 vram_size <- dir.read_only_file(c"vram_size", layout.size()),
@@ -398,7 +400,7 @@ impl<const COHERENT: bool> pci::Driver for RvramDriver<COHERENT> {
                     },
                     first_pfn
                 ),
-                p2p_pfn: p2p_file,
+                alias_phys,
                 p2p_alias,
                 scale,
                 stats <- dir.read_callback_file(c"stats", stats_gpu, &stats::show),
@@ -420,8 +422,8 @@ impl<const COHERENT: bool> pci::Driver for RvramDriver<COHERENT> {
         // to the new region of the same name. Buffers that outlive the
         // binding are uncharged when they go.
         drop(gpu.dmem.lock().take());
-        // No new P2P aliases; eviction below invalidates every mirror that
-        // holds one, before `p2p` (dropped after this) frees the BAR pages.
+        // No new aliases; eviction below invalidates every mirror that holds
+        // one, before the P2P provider goes after `unbind`.
         if let Vram::Private(pm) = &gpu.vram {
             pm.revoke_aliases();
         }

@@ -55,7 +55,7 @@ use kernel::{
 
 /// A GPU's VRAM, as the pagemap of its kind.
 pub(crate) enum Vram {
-    /// Device-private memory with P2PDMA aliases.
+    /// Device-private memory, with aliases in the BAR for peers.
     Private(Pin<KBox<Pagemap<PrivatePages>>>),
     /// Device-coherent memory over the BAR.
     Coherent(Pin<KBox<Pagemap<CoherentPages>>>),
@@ -131,6 +131,11 @@ pub(crate) struct Gpu {
     bound: Srcu,
     /// The last id handed to an open file ([`Gpu::new_file_id`]).
     pub(crate) files: Atomic<u32>,
+    /// How many open files keep this GPU's aliases off
+    /// (`HMM_DMIRROR_FLAG_NO_ALIAS`): they are off while any file does.
+    /// Held while a file changes its flag, and by the debugfs switch.
+    #[pin]
+    pub(crate) aliases_off: Mutex<u32>,
 }
 
 impl Gpu {
@@ -151,7 +156,32 @@ impl Gpu {
             unbound: Atomic::new(false),
             bound <- new_srcu!(),
             files: Atomic::new(0),
+            aliases_off <- new_mutex!(0),
         })
+    }
+
+    /// Counts a file that starts (`off`) or stops keeping this GPU's aliases
+    /// off in `count`, the locked [`Gpu::aliases_off`]: the aliases are
+    /// revoked when the count leaves zero and restored when it gets back to
+    /// zero. `ENODEV` once unbound: unbind revoked them for good.
+    pub(crate) fn count_aliases_off(&self, count: &mut u32, off: bool) -> Result {
+        let _bound = self.hold_bound()?;
+        let Vram::Private(pm) = &self.vram else {
+            // Device-coherent VRAM has no aliases.
+            return Ok(());
+        };
+        if off {
+            *count = count.checked_add(1).ok_or(EOVERFLOW)?;
+            if *count == 1 {
+                pm.revoke_aliases();
+            }
+        } else if *count > 0 {
+            *count -= 1;
+            if *count == 0 {
+                pm.restore_aliases();
+            }
+        }
+        Ok(())
     }
 
     /// Whether the device was unbound. Takes no lock: no ioctl waits here

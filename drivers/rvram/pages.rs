@@ -4,8 +4,9 @@
 //! ([`PagemapOps`]) and how rvram copies them, for each kind of VRAM.
 //!
 //! - [`PrivatePages`]: device-private pages, which the CPU cannot reach: a
-//!   CPU fault migrates the page to system memory, and a peer is handed the
-//!   page's P2PDMA alias in the BAR;
+//!   CPU fault migrates the page to system memory, and a peer that can
+//!   reach the BAR accesses the page there, as its alias (the pagemap's
+//!   [`kernel::mm::pagemap::LinearAlias`]);
 //! - [`CoherentPages`]: device-coherent pages, the BAR itself, which the CPU
 //!   maps as it maps system memory.
 //!
@@ -15,7 +16,6 @@
 use crate::{
     stats::Stats,
     vram::{
-        self,
         Charges,
         Owners, //
     },
@@ -34,7 +34,6 @@ use kernel::{
             DeviceFault,
             DeviceFolio,
             DevicePrivateOps,
-            DmaAlias,
             FaultError,
             NewFolio,
             Pagemap,
@@ -45,10 +44,7 @@ use kernel::{
     page::PAGE_SIZE,
     pci,
     prelude::*,
-    sync::atomic::{
-        Atomic,
-        Relaxed, //
-    },
+    sync::atomic::Relaxed,
     time::{
         Instant,
         Monotonic, //
@@ -85,12 +81,6 @@ impl Books {
 /// The owner side of rvram's device-private pages: VRAM access and counters.
 pub(crate) struct PrivatePages {
     pub(crate) vram: pci::DevresBar,
-    /// VRAM page `i` is P2PDMA page `p2p_pfn + i` (see [`Rvram::p2p`]).
-    pub(crate) p2p_pfn: usize,
-    /// Whether [`DevicePrivateOps::dma_alias`] gives aliases: the debugfs
-    /// file `p2p_alias`, which benchmarks and tests turn off to measure
-    /// what a peer's access costs when it migrates the pages instead.
-    pub(crate) p2p_alias: Atomic<bool>,
     pub(crate) books: Books,
 }
 
@@ -146,25 +136,6 @@ impl PagemapOps for PrivatePages {
 }
 
 impl DevicePrivateOps for PrivatePages {
-    fn dma_alias(pm: &Pagemap<Self>, folio: &DeviceFolio<Self>) -> Result<DmaAlias> {
-        let data = pm.data();
-        if !data.p2p_alias.load(Relaxed) {
-            // No alias now: the peer's fault migrates the page instead.
-            return Err(EOPNOTSUPP);
-        }
-        let index = folio.index();
-        let pfn = vram::alias_pfn(data.p2p_pfn, pm.nr_pages(), index, folio.nr_pages())?;
-        // One grant per lookup: HMM asks once per PMD, and once per page
-        // table for the pages mapped by PTEs, since aliases are linear up
-        // to the end of VRAM.
-        data.books.stats.alias_grants.fetch_add(1, Relaxed);
-        Ok(DmaAlias {
-            pfn,
-            // `alias_pfn()` checked that the folio is in VRAM.
-            pages: pm.nr_pages() - index,
-        })
-    }
-
     fn migrate_to_ram(
         pm: &Pagemap<Self>,
         fault: &DeviceFault<'_, Self>,

@@ -8,11 +8,10 @@
 //! registers two PCI drivers, one for each kind of VRAM; the driver a device
 //! is assigned to chooses the kind:
 //!
-//! - device-private (driver `rvram`): each VRAM page is two pages for the
-//!   kernel: a device-private page (a [`Pagemap`] over a free physical
-//!   range), which is what process page tables point at while data lives in
-//!   VRAM, and a P2PDMA page at the BAR address, the page a peer device can
-//!   DMA to;
+//! - device-private (driver `rvram`): each VRAM page is a device-private
+//!   page (a [`Pagemap`] over a free physical range), which is what process
+//!   page tables point at while data lives in VRAM; a peer device that can
+//!   reach the BAR is handed the page's address in the BAR, its alias;
 //! - device-coherent (driver `rvram-coherent`): the BAR itself is a
 //!   device-coherent [`Pagemap`], which the CPU maps cacheably, as a GPU
 //!   with a coherent interconnect (or CXL memory) would be. A CPU access
@@ -26,9 +25,9 @@
 //!
 //! The pieces, one concept per file:
 //!
-//! - [`driver`]: the PCI driver: probe (VRAM of either kind, its P2PDMA
-//!   pages, dma-buf exporter, cgroup region, character device, debugfs) and
-//!   unbind (eviction, revocation);
+//! - [`driver`]: the PCI driver: probe (VRAM of either kind, its aliases,
+//!   dma-buf exporter, cgroup region, character device, debugfs) and unbind
+//!   (eviction, revocation);
 //! - [`gpu`]: what outlives a binding while files are open: the GPU, its
 //!   state and its VRAM's pagemap, and eviction;
 //! - [`pages`]: the owner side of VRAM pages of each kind (copies in and out

@@ -50,8 +50,6 @@ counters! {
     alloc_fail => "alloc_failures",
     /// Pages evicted by unbind or `HMM_DMIRROR_RELEASE`.
     evicted => "evicted",
-    /// P2PDMA aliases handed out, one per page-table entry HMM resolved.
-    alias_grants => "alias_grants",
     /// Device reads and writes of another GPU's VRAM through an alias.
     alias_access => "alias_accesses",
     /// Pages copied into VRAM by migration.
@@ -75,8 +73,14 @@ pub(crate) fn show(gpu: &Arc<Gpu>, f: &mut core::fmt::Formatter<'_>) -> core::fm
         Vram::Private(pm) => pm.nr_reserved(),
         Vram::Coherent(_) => 0,
     };
+    // Pages that peers got as aliases, counted by core mm.
+    let aliases = match v {
+        Vram::Private(pm) => pm.aliases_reported(),
+        Vram::Coherent(_) => 0,
+    };
     writeln!(f, "pages_total {}", v.nr_pages())?;
     writeln!(f, "pages_resident {}", v.nr_used())?;
     v.stats().show(f)?;
+    writeln!(f, "alias_grants {aliases}")?;
     writeln!(f, "dmabuf_pages {}", reserved)
 }

@@ -64,23 +64,6 @@ impl VramLayout {
     }
 }
 
-/// The P2PDMA alias of the device folio of `nr` pages at VRAM page `index`,
-/// when VRAM page `i` is P2PDMA page `p2p_pfn + i` and VRAM has `pages`
-/// pages: `p2p_pfn + index`.
-///
-/// `EINVAL` when the folio does not lie within VRAM, is empty or not
-/// naturally aligned (a PMD folio must map one contiguous, aligned run of
-/// the BAR), or the pfn would wrap.
-pub(crate) fn alias_pfn(p2p_pfn: usize, pages: usize, index: usize, nr: usize) -> Result<usize> {
-    if nr == 0 || !nr.is_power_of_two() || index % nr != 0 {
-        return Err(EINVAL);
-    }
-    match index.checked_add(nr) {
-        Some(end) if end <= pages => p2p_pfn.checked_add(index).ok_or(EINVAL),
-        _ => Err(EINVAL),
-    }
-}
-
 /// Which open file moved each VRAM page in: the file's id
 /// (`Gpu::new_file_id`) from the page's allocation for a migration until
 /// it is freed, 0 for a free page. `HMM_DMIRROR_RELEASE` evicts the pages
@@ -181,40 +164,6 @@ mod tests {
         assert_eq!(VramLayout::new(PAGE_SIZE as u64), Err(EINVAL));
         assert_eq!(VramLayout::new((3 << 20) as u64), Err(EINVAL));
         assert_eq!(VramLayout::new(MAX_VRAM + SZ_2M as u64), Err(EINVAL));
-    }
-
-    #[test]
-    fn aliases_translate_pages_and_pmd_folios() -> Result {
-        let pmd = SZ_2M / PAGE_SIZE;
-        let pages = 4 * pmd;
-        assert_eq!(alias_pfn(0x10_0000, pages, 0, 1)?, 0x10_0000);
-        assert_eq!(alias_pfn(0x10_0000, pages, 7, 1)?, 0x10_0007);
-        assert_eq!(
-            alias_pfn(0x10_0000, pages, pages - 1, 1)?,
-            0x10_0000 + pages - 1
-        );
-        assert_eq!(
-            alias_pfn(0x10_0000, pages, 2 * pmd, pmd)?,
-            0x10_0000 + 2 * pmd
-        );
-        assert_eq!(
-            alias_pfn(0x10_0000, pages, 3 * pmd, pmd)?,
-            0x10_0000 + 3 * pmd
-        );
-        Ok(())
-    }
-
-    #[test]
-    fn aliases_reject_folios_outside_vram() {
-        let pmd = SZ_2M / PAGE_SIZE;
-        let pages = 4 * pmd;
-        assert_eq!(alias_pfn(0x10_0000, pages, pages, 1), Err(EINVAL));
-        assert_eq!(alias_pfn(0x10_0000, pages, 4 * pmd, pmd), Err(EINVAL));
-        assert_eq!(alias_pfn(0x10_0000, pages, pmd + 1, pmd), Err(EINVAL));
-        assert_eq!(alias_pfn(0x10_0000, pages, 0, 0), Err(EINVAL));
-        assert_eq!(alias_pfn(0x10_0000, pages, 0, 3), Err(EINVAL));
-        assert_eq!(alias_pfn(0x10_0000, pages, usize::MAX, 1), Err(EINVAL));
-        assert_eq!(alias_pfn(usize::MAX, pages, 1, 1), Err(EINVAL));
     }
 
     #[test]

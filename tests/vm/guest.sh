@@ -66,7 +66,7 @@ single)
 	run_suite rvram-share "$T/rvram-share.sh"
 	# test_hmm has no device-coherent memory: each of hmm-tests' 38
 	# hmm_device_coherent and hmm2_device_coherent variants skips.
-	expect_skips hmm-tests-test_hmm 38 "hmm.hmm_device_coherent.*" "hmm2.hmm2_device_coherent.*"
+	expect_skips hmm-tests-test_hmm 41 "hmm.hmm_device_coherent.*" "hmm2.hmm2_device_coherent.*"
 	run_suite hmm-tests-test_hmm "$T/hmm-tests.sh" test_hmm
 	# dmirror commands racing migrations of the same range (60 s), on
 	# the reference driver with the series' fixes, RELEASE included.
@@ -106,7 +106,7 @@ scale)
 	run_suite rvram-dmabuf-abuse-scale "$T/rvram-dmabuf-abuse.sh"
 	# Private GPUs only: the 38 device-coherent variants skip, as with
 	# test_hmm.
-	expect_skips hmm-tests-scale 38 "hmm.hmm_device_coherent.*" "hmm2.hmm2_device_coherent.*"
+	expect_skips hmm-tests-scale 41 "hmm.hmm_device_coherent.*" "hmm2.hmm2_device_coherent.*"
 	run_suite hmm-tests-scale "$T/hmm-tests.sh" rvram
 	run_suite rvram-alias-scale "$T/rvram-alias.sh"
 	;;
@@ -114,6 +114,8 @@ dual)
 	expect kunit:rvram_vram kunit:rvram_dmirror kunit:rvram_scale rvram-probe-dual hmm-tests-rvram rvram-stress hmm-race-rvram
 	expect rvram-coherent
 	run_suite rvram-probe-dual "$T/rvram-probe.sh"
+	# Coherent pages need no alias: the alias cases skip on rvram2/3.
+	expect_skips hmm-tests-rvram 3 "hmm2.hmm2_device_coherent.alias*"
 	run_suite hmm-tests-rvram "$T/hmm-tests.sh" rvram
 	# rvram2 and rvram3 as device-coherent memory next to private GPUs.
 	run_suite rvram-coherent "$T/rvram-coherent.sh"

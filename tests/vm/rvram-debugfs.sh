@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # rvram's debugfs files held open across what removes them: each file of
-# /sys/kernel/debug/rvram/rvram0 (stats, vram_size, first_pfn, p2pdma_pfn,
+# /sys/kernel/debug/rvram/rvram0 (stats, vram_size, first_pfn, alias_phys,
 # p2p_alias, fill, alloc_bench) open for reading, and the writable ones
 # for writing too, while a process migrates memory to and from the GPU and
 # another writes fill, alloc_bench and p2p_alias. Then the GPU is unbound
@@ -25,7 +25,7 @@ set -u
 . "$(dirname "$0")/rvram.sh"
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 D=/sys/kernel/debug/rvram/rvram0
-files=(stats vram_size device_private_pfn p2pdma_pfn p2p_alias fill alloc_bench)
+files=(stats vram_size device_private_pfn alias_phys p2p_alias fill alloc_bench)
 writable=(p2p_alias fill alloc_bench)
 
 # hold: opens every file on fds 40.. (reads) and 60.. (writes), clear of

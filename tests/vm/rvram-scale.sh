@@ -1,8 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # A GPU at a real VRAM size (the scale plan: 16 GiB): what a bind costs in
-# time and guest memory (the struct pages of VRAM: one device-private and
-# one P2PDMA page per VRAM page), that an unbind gives that memory back,
+# time and guest memory (the struct pages of VRAM: one device-private page
+# per VRAM page, and none for its DMA alias), that an unbind gives that
+# memory back,
 # how long a bind and an unbind take at each VRAM size of the topology
 # (16 GiB and 256 MiB, side by side), and what eviction looks at.
 # Times are reported, never asserted; data, sizes and memory are.
@@ -39,20 +40,27 @@ tap_check "rvram_load" rvram_load
 gpu=$(rvram_gpus | head -1)
 tap_eq "rvram0 reports $mb MiB of VRAM" $((mb << 20)) "$(cat "$DBG/rvram0/vram_size" 2>/dev/null)"
 
-# A bind's memory: struct pages for 2 * pages, 64 bytes each on x86-64,
-# plus rvram's own books of each page.
+# A bind's memory: a struct page per VRAM page, 64 bytes each on x86-64,
+# counted exactly by the memmap pages the kernel accounts for them
+# (nr_memmap_pages in /proc/vmstat), plus rvram's own books of each page.
+memmap() { awk '$1 == "nr_memmap_pages" { print $2 }' /proc/vmstat; }
 tap_check "unbind rvram0 (empty)" rvram_unbind "$gpu"
 before=$(free_kib)
+m0=$(memmap)
 timed t_bind rvram_bind "$gpu"
 tap_eq "bind $mb MiB of VRAM" 0 $?
 after=$(free_kib)
+m1=$(memmap)
 spent=$(((before - after) / 1024))
-want=$((2 * pages * 64 >> 20))
+want=$((pages * 64 >> 20))
+tap_eq "the bind's struct pages: one per VRAM page, $want MiB of memmap" \
+	$((want << 8)) $((${m1:-0} - ${m0:-0}))
 echo "# bind of $mb MiB of VRAM: $t_bind ms, $spent MiB of guest memory" \
-	"(struct pages: $want MiB, half device-private, half P2PDMA)"
+	"(struct pages: $want MiB; the rest is rvram's books and allocator noise)"
 timed t_unbind rvram_unbind "$gpu"
 tap_eq "unbind $mb MiB of VRAM, empty" 0 $?
 back=$(free_kib)
+tap_eq "the unbind frees the bind's memmap" "${m0:-?}" "$(memmap)"
 echo "# unbind of $mb MiB of VRAM, empty: $t_unbind ms"
 # A bind takes at least its struct pages, and an unbind gives at least
 # those back (at 256 MiB of VRAM they are 8 MiB: a bind or an unbind
@@ -129,7 +137,7 @@ tap_eq "no reservation leaked" 0 "$(dmesg | tail -n +$((seen + 1)) | grep -c 'le
 # The same bind and unbind at each VRAM size of the topology, side by
 # side: three rounds in alternating order, medians reported. Both scale
 # with the struct pages they create and free (memremap_pages() and
-# memunmap_pages() of the device-private and P2PDMA ranges).
+# memunmap_pages() of the device-private range).
 median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 declare -A mib binds unbinds
 fails=0

@@ -40,6 +40,10 @@ struct hmm_dmirror_cmd {
 #define HMM_DMIRROR_PROT_DEV_PRIVATE_LOCAL 0x20
 #define HMM_DMIRROR_PROT_DEV_COHERENT_LOCAL 0x40
 
+/* lib/test_hmm's HMM_DMIRROR_FLAGS bits (test_hmm_uapi.h, with the alias series). */
+#define HMM_DMIRROR_FLAG_ALIAS (1ULL << 1)
+#define HMM_DMIRROR_FLAG_NO_ALIAS (1ULL << 2)
+
 /* rvram's own HMM_DMIRROR_FLAGS bits (drivers/rvram/dmirror.rs). */
 #define RVRAM_FLAG_ALIAS_DMA (1ULL << 16)
 #define RVRAM_FLAG_ALIAS_CPU (1ULL << 17)

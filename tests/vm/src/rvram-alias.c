@@ -18,6 +18,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +26,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "dmirror.h"
@@ -186,12 +189,11 @@ static void report(const char *what, struct counters a, struct counters b)
 }
 
 /*
- * 4 KiB pages mapped by PTEs: HMM asks the owner once per page table, not
- * once per page. rvram's aliases are linear up to the end of VRAM, so one
- * dma_alias() call covers every page of a walk under one PTE table, and
- * the client's reads fault in chunks of 64 pages (FAULT_CHUNK), each
- * under one PTE table: a grant per chunk (twice that allows for walks that
- * retry), where asking per page would grant NPAGES.
+ * 4 KiB pages mapped by PTEs: rvram's aliases are linear over its VRAM
+ * (PGMAP_ALIAS_LINEAR), so core answers every page from the pagemap's
+ * description, with no call into rvram, and counts the pages it reports
+ * as aliases (alias_grants): NPAGES, up to twice that for walks that
+ * retry.
  */
 static void alias_per_page_table(unsigned char *bounce)
 {
@@ -211,9 +213,9 @@ static void alias_per_page_table(unsigned char *bounce)
 	check(mismatches(bounce, 10) == 0, "4k alias: every byte read through the alias is right");
 	check(b.to_ram == a.to_ram && b.accesses - a.accesses == NPAGES,
 	      "4k alias: %lu pages read through aliases, none migrated", NPAGES);
-	check(b.grants - a.grants >= NPAGES / 64 && b.grants - a.grants <= NPAGES / 32,
-	      "4k alias: rvram%d was asked once per chunk, not per page (%lld grants for %lu chunks)",
-	      owner, b.grants - a.grants, NPAGES / 64);
+	check(b.grants - a.grants >= NPAGES && b.grants - a.grants <= 2 * NPAGES,
+	      "4k alias: core reported %lld pages of rvram%d as aliases, for %lu pages",
+	      b.grants - a.grants, owner, NPAGES);
 	check(resident(buf, &pmd) == NPAGES && pmd == 0,
 	      "4k alias: the pages are still in rvram%d's VRAM, PTE-mapped", owner);
 	munmap(buf, SIZE);
@@ -236,12 +238,9 @@ static void alias_allowed(unsigned char *bounce)
 	report("alias read", a, b);
 	check(mismatches(bounce, 1) == 0, "alias: every byte read through the alias is right");
 	check(b.to_ram == a.to_ram, "alias: no page migrated to RAM");
-	/*
-	 * One grant per lookup: per PMD-mapped folio, or per page table of
-	 * each fault chunk for pages mapped by PTEs.
-	 */
-	check(b.grants - a.grants >= 2 && b.grants - a.grants <= NPAGES,
-	      "alias: rvram%d granted aliases (%lld)", owner, b.grants - a.grants);
+	/* Every page reported as an alias, some twice if a walk retried. */
+	check(b.grants - a.grants >= NPAGES && b.grants - a.grants <= 2 * NPAGES,
+	      "alias: core reported %lld pages of rvram%d as aliases", b.grants - a.grants, owner);
 	check(b.accesses - a.accesses == NPAGES, "alias: rvram%d accessed %lu pages through aliases", near, NPAGES);
 	check(resident(buf, &pmd) == NPAGES, "alias: the pages are still in rvram%d's VRAM", owner);
 
@@ -348,6 +347,70 @@ static void fallback(unsigned char *bounce)
 	check(resident(buf, &pmd) == NPAGES, "cpu client: the pages are still in VRAM");
 }
 
+/* debugfs p2p_alias of a GPU: 'Y' or 'N', 0 if it cannot be read. */
+static char p2p_alias_of(int gpu)
+{
+	char path[96], c = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/kernel/debug/rvram/rvram%d/p2p_alias", gpu);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	if (fscanf(f, " %c", &c) != 1)
+		c = 0;
+	fclose(f);
+	return c;
+}
+
+/* Takes CAP_SYS_ADMIN out of the calling process's effective set. */
+static int drop_sys_admin(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2];
+
+	if (syscall(SYS_capget, &h, d))
+		return -1;
+	d[CAP_SYS_ADMIN / 32].effective &= ~(1u << (CAP_SYS_ADMIN % 32));
+	return syscall(SYS_capset, &h, d);
+}
+
+/*
+ * HMM_DMIRROR_FLAG_NO_ALIAS: the owner's aliases are off while any of its
+ * files keeps the flag set, and setting it needs CAP_SYS_ADMIN.
+ */
+static void no_alias(void)
+{
+	char path[32];
+	int other, status = -1;
+	pid_t pid;
+
+	snprintf(path, sizeof(path), "/dev/rvram%d", owner);
+	other = open(path, O_RDWR);
+	check(p2p_alias_of(owner) == 'Y', "no-alias: rvram%d's aliases are on", owner);
+	check(set_flags(plain[owner], HMM_DMIRROR_FLAG_NO_ALIAS) == 0 &&
+	      p2p_alias_of(owner) == 'N', "no-alias: a file turns them off");
+	check(other >= 0 && set_flags(other, HMM_DMIRROR_FLAG_NO_ALIAS) == 0,
+	      "no-alias: a second file sets the flag too");
+	check(set_flags(plain[owner], 0) == 0 && p2p_alias_of(owner) == 'N',
+	      "no-alias: still off when the first file clears it");
+	close(other);
+	check(p2p_alias_of(owner) == 'Y', "no-alias: on again once the second file is closed");
+
+	pid = fork();
+	if (pid == 0) {
+		int fd = open(path, O_RDWR);
+
+		if (fd < 0 || drop_sys_admin())
+			_exit(2);
+		_exit(set_flags(fd, HMM_DMIRROR_FLAG_NO_ALIAS) == -EPERM ? 0 : 1);
+	}
+	if (pid > 0)
+		waitpid(pid, &status, 0);
+	check(WIFEXITED(status) && WEXITSTATUS(status) == 0 && p2p_alias_of(owner) == 'Y',
+	      "no-alias: EPERM without CAP_SYS_ADMIN, aliases still on");
+}
+
 /* Unbinding the owner revokes the aliases; the data survives in RAM. */
 static void unbind(unsigned char *bounce, const char *pci)
 {
@@ -408,6 +471,7 @@ int main(int argc, char **argv)
 	alias_per_page_table(bounce);
 	alias_not_allowed(bounce);
 	fallback(bounce);
+	no_alias();
 	unbind(bounce, argv[4]);
 
 	printf("1..%d\n", n);
