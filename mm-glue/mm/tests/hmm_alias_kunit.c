@@ -221,7 +221,7 @@ static int fault(struct kunit *test, unsigned long addr, unsigned long flags,
 	return ret;
 }
 
-static struct device *client(struct kunit *test)
+static struct device *alias_client_dev(struct kunit *test)
 {
 	struct device *dev = kunit_device_register(test, "hmm-alias-client");
 
@@ -333,7 +333,7 @@ static void hmm_alias_no_client(struct kunit *test)
 /* A linear owner: every page an alias, without a call to the owner. */
 static void hmm_alias_linear(struct kunit *test)
 {
-	struct device *dev = client(test);
+	struct device *dev = alias_client_dev(test);
 	unsigned long pfns[NPAGES] = {};
 	unsigned long addr;
 	int by_cpu;
@@ -351,7 +351,7 @@ static void hmm_alias_linear(struct kunit *test)
 /* An owner that answers per folio: asked once for each. */
 static void hmm_alias_per_folio(struct kunit *test)
 {
-	struct device *dev = client(test);
+	struct device *dev = alias_client_dev(test);
 	unsigned long pfns[NPAGES] = {};
 	unsigned long addr = map_device_pages(test, per_folio);
 
@@ -367,7 +367,7 @@ static void hmm_alias_per_folio(struct kunit *test)
 /* The owner has no alias now: the pages migrate, as without a client. */
 static void hmm_alias_owner_refuses(struct kunit *test)
 {
-	struct device *dev = client(test);
+	struct device *dev = alias_client_dev(test);
 	unsigned long pfns[NPAGES] = {};
 	unsigned long addr = map_device_pages(test, per_folio);
 
@@ -387,7 +387,7 @@ static void hmm_alias_owner_refuses(struct kunit *test)
 /* Revoked aliases: the pages migrate; restored, they are aliases again. */
 static void hmm_alias_revoked(struct kunit *test)
 {
-	struct device *dev = client(test);
+	struct device *dev = alias_client_dev(test);
 	unsigned long pfns[NPAGES] = {};
 	unsigned long addr = map_device_pages(test, linear);
 
@@ -411,7 +411,7 @@ static void hmm_alias_revoked(struct kunit *test)
  */
 static void hmm_alias_cpu_client_needs_mapping(struct kunit *test)
 {
-	struct device *dev = client(test);
+	struct device *dev = alias_client_dev(test);
 	unsigned long pfns[NPAGES] = {};
 	unsigned long addr = map_device_pages(test, linear);
 
@@ -434,7 +434,7 @@ static void hmm_alias_cpu_client_needs_mapping(struct kunit *test)
 /* A snapshot does not fault: a refused alias leaves the entry empty. */
 static void hmm_alias_snapshot(struct kunit *test)
 {
-	struct device *dev = client(test);
+	struct device *dev = alias_client_dev(test);
 	unsigned long pfns[NPAGES] = {};
 	unsigned long addr = map_device_pages(test, per_folio);
 	unsigned long i;
