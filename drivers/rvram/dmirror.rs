@@ -495,15 +495,18 @@ impl DmirrorFile {
         self.gpu.vram.stats().alias_access.fetch_add(1, Relaxed);
     }
 
-    /// Takes the one-shot allocation failure flag.
+    /// Takes the one-shot allocation failure flag. Clears that bit alone:
+    /// a `FLAGS` call of another thread of this file that lands in between
+    /// keeps its flags, the counted `FLAG_NO_ALIAS` among them.
     fn fail_alloc(&self) -> bool {
-        let f = self.flags.load(Relaxed);
-        if f & FLAG_FAIL_ALLOC != 0 {
-            self.flags.store(f & !FLAG_FAIL_ALLOC, Relaxed);
-            true
-        } else {
-            false
+        let mut f = self.flags.load(Relaxed);
+        while f & FLAG_FAIL_ALLOC != 0 {
+            match self.flags.cmpxchg(f, f & !FLAG_FAIL_ALLOC, Relaxed) {
+                Ok(_) => return true,
+                Err(now) => f = now,
+            }
         }
+        false
     }
 
     /// HMM_DMIRROR_EXCLUSIVE: maps the range for atomic access by the

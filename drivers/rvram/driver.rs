@@ -161,18 +161,8 @@ fn store_p2p_alias(gpu: &Arc<Gpu>, reader: &mut UserSliceReader) -> Result {
     }
     reader.read_slice(&mut buf[..n])?;
     let on = kernel::str::kstrtobool_bytes(&buf[..n])?;
-    // Not while a file counts itself in or out of those that keep them off.
-    let _off = gpu.aliases_off.lock();
-    // Not while unbind revokes them for good: it holds this off.
-    let _bound = gpu.hold_bound()?;
-    if let Vram::Private(pm) = &gpu.vram {
-        if on {
-            pm.restore_aliases();
-        } else {
-            pm.revoke_aliases();
-        }
-    }
-    Ok(())
+    // The aliases come back only when no file keeps them off either.
+    gpu.switch_aliases_off(&mut gpu.aliases_off.lock(), !on)
 }
 
 /// The device that names this GPU as an alias client.

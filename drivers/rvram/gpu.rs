@@ -131,11 +131,26 @@ pub(crate) struct Gpu {
     bound: Srcu,
     /// The last id handed to an open file ([`Gpu::new_file_id`]).
     pub(crate) files: Atomic<u32>,
-    /// How many open files keep this GPU's aliases off
-    /// (`HMM_DMIRROR_FLAG_NO_ALIAS`): they are off while any file does.
+    /// Who keeps this GPU's aliases off: they are off while anyone does.
     /// Held while a file changes its flag, and by the debugfs switch.
     #[pin]
-    pub(crate) aliases_off: Mutex<u32>,
+    pub(crate) aliases_off: Mutex<AliasesOff>,
+}
+
+/// Who keeps a GPU's aliases off ([`Gpu::aliases_off`]).
+#[derive(Default)]
+pub(crate) struct AliasesOff {
+    /// How many open files set `HMM_DMIRROR_FLAG_NO_ALIAS`.
+    files: u32,
+    /// Whether the administrator turned debugfs `p2p_alias` off.
+    switch: bool,
+}
+
+impl AliasesOff {
+    /// Whether anyone keeps the aliases off.
+    fn any(&self) -> bool {
+        self.files > 0 || self.switch
+    }
 }
 
 impl Gpu {
@@ -156,31 +171,48 @@ impl Gpu {
             unbound: Atomic::new(false),
             bound <- new_srcu!(),
             files: Atomic::new(0),
-            aliases_off <- new_mutex!(0),
+            aliases_off <- new_mutex!(AliasesOff::default()),
         })
     }
 
     /// Counts a file that starts (`off`) or stops keeping this GPU's aliases
-    /// off in `count`, the locked [`Gpu::aliases_off`]: the aliases are
-    /// revoked when the count leaves zero and restored when it gets back to
-    /// zero. `ENODEV` once unbound: unbind revoked them for good.
-    pub(crate) fn count_aliases_off(&self, count: &mut u32, off: bool) -> Result {
-        let _bound = self.hold_bound()?;
-        let Vram::Private(pm) = &self.vram else {
-            // Device-coherent VRAM has no aliases.
-            return Ok(());
+    /// off in `who`, the locked [`Gpu::aliases_off`].
+    pub(crate) fn count_aliases_off(&self, who: &mut AliasesOff, off: bool) -> Result {
+        let files = if off {
+            who.files.checked_add(1).ok_or(EOVERFLOW)?
+        } else {
+            who.files.saturating_sub(1)
         };
-        if off {
-            *count = count.checked_add(1).ok_or(EOVERFLOW)?;
-            if *count == 1 {
-                pm.revoke_aliases();
-            }
-        } else if *count > 0 {
-            *count -= 1;
-            if *count == 0 {
-                pm.restore_aliases();
+        self.set_aliases_off(who, AliasesOff { files, ..*who })
+    }
+
+    /// Turns the debugfs `p2p_alias` switch off (`off`) or on in `who`, the
+    /// locked [`Gpu::aliases_off`]. The files that keep the aliases off
+    /// still do when the switch turns them on.
+    pub(crate) fn switch_aliases_off(&self, who: &mut AliasesOff, off: bool) -> Result {
+        self.set_aliases_off(
+            who,
+            AliasesOff {
+                switch: off,
+                ..*who
+            },
+        )
+    }
+
+    /// Moves `who` to `new`: the aliases are revoked when the first keeps
+    /// them off and restored when the last stops. `ENODEV`, and `who`
+    /// unchanged, once unbound: unbind revoked them for good.
+    fn set_aliases_off(&self, who: &mut AliasesOff, new: AliasesOff) -> Result {
+        let _bound = self.hold_bound()?;
+        if let Vram::Private(pm) = &self.vram {
+            // Device-coherent VRAM has no aliases.
+            match (who.any(), new.any()) {
+                (false, true) => pm.revoke_aliases(),
+                (true, false) => pm.restore_aliases(),
+                _ => {}
             }
         }
+        *who = new;
         Ok(())
     }
 

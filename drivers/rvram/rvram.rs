@@ -31,7 +31,8 @@
 //! - [`gpu`]: what outlives a binding while files are open: the GPU, its
 //!   state and its VRAM's pagemap, and eviction;
 //! - [`pages`]: the owner side of VRAM pages of each kind (copies in and out
-//!   of the BAR, CPU faults, aliases), generic over the kind;
+//!   of the BAR, CPU faults), generic over the kind; a peer's alias of a
+//!   page is core's, from the pagemap's description that [`driver`] gives;
 //! - [`registry`]: module-wide state: GPUs by index, retired GPUs;
 //! - [`stats`]: the event counters in debugfs;
 //! - [`scale`]: the scale benchmark's debugfs files (VRAM fill, allocation

@@ -41,6 +41,7 @@ struct hmm_dmirror_cmd {
 #define HMM_DMIRROR_PROT_DEV_COHERENT_LOCAL 0x40
 
 /* lib/test_hmm's HMM_DMIRROR_FLAGS bits (test_hmm_uapi.h, with the alias series). */
+#define HMM_DMIRROR_FLAG_FAIL_ALLOC (1ULL << 0)
 #define HMM_DMIRROR_FLAG_ALIAS (1ULL << 1)
 #define HMM_DMIRROR_FLAG_NO_ALIAS (1ULL << 2)
 

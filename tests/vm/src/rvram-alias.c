@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -416,6 +417,129 @@ static void no_alias(void)
 	      "no-alias: EPERM without CAP_SYS_ADMIN, aliases still on");
 }
 
+/* Writes debugfs p2p_alias of a GPU; 0 or -errno. */
+static int set_p2p_alias(int gpu, const char *val)
+{
+	char path[96];
+	int fd, ret = 0;
+
+	snprintf(path, sizeof(path), "/sys/kernel/debug/rvram/rvram%d/p2p_alias", gpu);
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, val, strlen(val)) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/*
+ * The debugfs switch and the files that keep the aliases off: they are off
+ * while either does. (The switch used to turn them on under such a file,
+ * and the last file's close to turn them on under the switch.)
+ */
+static void no_alias_switch(void)
+{
+	char path[32];
+	int fd;
+
+	snprintf(path, sizeof(path), "/dev/rvram%d", owner);
+	fd = open(path, O_RDWR);
+	check(fd >= 0 && set_flags(fd, HMM_DMIRROR_FLAG_NO_ALIAS) == 0 &&
+	      p2p_alias_of(owner) == 'N', "no-alias switch: a file turns them off");
+	check(set_p2p_alias(owner, "Y") == 0 && p2p_alias_of(owner) == 'N',
+	      "no-alias switch: the switch on does not turn them on under the file");
+	check(set_p2p_alias(owner, "N") == 0, "no-alias switch: the switch off");
+	close(fd);
+	check(p2p_alias_of(owner) == 'N',
+	      "no-alias switch: closing the file does not turn them on under the switch");
+	check(set_p2p_alias(owner, "Y") == 0 && p2p_alias_of(owner) == 'Y',
+	      "no-alias switch: the switch on turns them on");
+}
+
+static int race_fd;
+static volatile int race_stop;
+
+/* Sets and clears NO_ALIAS, each time with FAIL_ALLOC, until told to stop. */
+static void *flip_no_alias(void *arg)
+{
+	struct hmm_dmirror_cmd cmd = { 0 };
+	long bad = 0;
+
+	(void)arg;
+	while (!race_stop) {
+		cmd.npages = HMM_DMIRROR_FLAG_FAIL_ALLOC | HMM_DMIRROR_FLAG_NO_ALIAS;
+		bad += ioctl(race_fd, HMM_DMIRROR_FLAGS, &cmd) != 0;
+		cmd.npages = HMM_DMIRROR_FLAG_FAIL_ALLOC;
+		bad += ioctl(race_fd, HMM_DMIRROR_FLAGS, &cmd) != 0;
+	}
+	return (void *)bad;
+}
+
+/*
+ * FAIL_ALLOC is one-shot: a migration takes it. Taking it must not undo a
+ * FLAGS call of another thread of the same file that lands in between, or
+ * the file's NO_ALIAS bit and the GPU's count of such files disagree and
+ * the aliases stay off (or come on) for good. One thread sets and clears
+ * NO_ALIAS, with FAIL_ALLOC each time, while another migrates a page back
+ * and forth; a second file keeps NO_ALIAS throughout, so that the flips
+ * change only the count and come fast. At the end the first file clears
+ * its flag: the aliases must stay off for the second file alone, and come
+ * on when it closes. Bounded by a count of migrations, not a time.
+ */
+static void fail_alloc_race(void)
+{
+	struct hmm_dmirror_cmd cmd = { 0 };
+	long failed_allocs = 0, moved = 0, bad;
+	char path[32];
+	pthread_t t;
+	void *ret;
+	char *page;
+	int i, other;
+
+	snprintf(path, sizeof(path), "/dev/rvram%d", owner);
+	race_fd = open(path, O_RDWR);
+	other = open(path, O_RDWR);
+	page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (race_fd < 0 || other < 0 || page == MAP_FAILED ||
+	    set_flags(other, HMM_DMIRROR_FLAG_NO_ALIAS)) {
+		check(0, "fail-alloc race: set up");
+		return;
+	}
+	memset(page, 0x5a, 4096);
+	race_stop = 0;
+	if (pthread_create(&t, NULL, flip_no_alias, NULL)) {
+		check(0, "fail-alloc race: thread");
+		return;
+	}
+	cmd.addr = (uintptr_t)page;
+	cmd.npages = 1;
+	for (i = 0; i < 4000; i++) {
+		unsigned long req = i & 1 ? HMM_DMIRROR_MIGRATE_TO_SYS : HMM_DMIRROR_MIGRATE_TO_DEV;
+
+		/* A migration that FAIL_ALLOC failed moves nothing. */
+		cmd.cpages = 0;
+		if (ioctl(race_fd, req, &cmd) || !cmd.cpages)
+			failed_allocs++;
+		else
+			moved++;
+	}
+	race_stop = 1;
+	pthread_join(t, &ret);
+	bad = (long)ret;
+	printf("# fail-alloc race: %d migrations, %ld moved the page, %ld moved nothing\n",
+	       i, moved, failed_allocs);
+	check(bad == 0 && failed_allocs > 0 && moved > 0,
+	      "fail-alloc race: both threads ran (%ld FLAGS errors)", bad);
+	check(set_flags(race_fd, HMM_DMIRROR_FLAG_ALIAS) == 0 && p2p_alias_of(owner) == 'N',
+	      "fail-alloc race: still off for the other file");
+	close(race_fd);
+	close(other);
+	check(p2p_alias_of(owner) == 'Y', "fail-alloc race: on once both files are closed");
+	check(page[0] == 0x5a && page[4095] == 0x5a, "fail-alloc race: the page's data");
+	munmap(page, 4096);
+}
+
 /* Unbinding the owner revokes the aliases; the data survives in RAM. */
 static void unbind(unsigned char *bounce, const char *pci)
 {
@@ -477,6 +601,8 @@ int main(int argc, char **argv)
 	alias_not_allowed(bounce);
 	fallback(bounce);
 	no_alias();
+	no_alias_switch();
+	fail_alloc_race();
 	unbind(bounce, argv[4]);
 
 	printf("1..%d\n", n);
