@@ -79,6 +79,12 @@ fn series_cmd(verb: &str, signoff: Option<&str>) -> Result<ExitCode, series::Err
             eprintln!("rvram: wrote {n} files to patches/");
             if who.signoff.is_some() {
                 eprintln!("rvram: signed off: send them, do not commit them");
+                if let Some(steps) = series::before_sending(&paths)? {
+                    eprintln!("rvram: not ready to send; first:");
+                    for (i, step) in steps.iter().enumerate() {
+                        eprintln!("  {}. {step}", i + 1);
+                    }
+                }
             }
         }
         "cc" => {

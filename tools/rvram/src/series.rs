@@ -51,6 +51,10 @@ pub struct Manifest {
     /// carry no `Signed-off-by:`: only the human who reviews and sends the
     /// series can certify the DCO, and adds theirs (`make series SIGNOFF=`).
     pub assisted_by: String,
+    /// How the series were made, for every cover letter
+    /// (Documentation/process/generated-content.rst: the tools, and the
+    /// nature of the prompts and of the assistance).
+    pub disclosure: String,
     /// The public commit the series apply to.
     pub base: Base,
     /// The series, in the order they apply; each may require earlier ones.
@@ -61,11 +65,14 @@ pub struct Manifest {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Base {
-    /// What the base is, for people (`v7.3.4`).
+    /// What the base is, in words, for cover letters without a
+    /// `base-commit:` (the source package and version it came from, and
+    /// where the series stand upstream).
     pub name: String,
-    /// Its commit in the public tree, for `base-commit:` (40 hex digits).
-    /// Without it, cover letters say what the base is in words, and a
-    /// signed-off export (to send) is refused.
+    /// Its commit in the public tree, for `base-commit:` (40 hex digits),
+    /// once the series are rebased on a tree whose commit can be verified.
+    /// Without it, cover letters give `name` instead, and a signed-off
+    /// export says what the submitter must do before sending.
     pub commit: Option<String>,
 }
 
@@ -490,12 +497,6 @@ struct Builder<'a> {
 impl<'a> Builder<'a> {
     fn new(paths: &'a Paths, set: &'a Set, who: &Identity) -> Result<Self> {
         check_sources(paths, set)?;
-        if who.signoff.is_some() && set.manifest.base.commit.is_none() {
-            bail!(
-                "series/series.toml names no public base commit: set [base] commit to the \
-                 upstream commit the series are rebased on before sending them"
-            );
-        }
         let (name, email) = match &who.signoff {
             Some(s) => {
                 let (n, e) = s
@@ -872,6 +873,7 @@ fn format_series(b: &mut Builder<'_>, si: usize, out: &Path) -> Result<Vec<PathB
         })
         .ok_or_else(|| Error("format-patch wrote no cover letter".into()))?;
     let text = fs::read_to_string(cover)?;
+    let blurb = format!("{}\n\n{}", blurb.trim_end(), set.manifest.disclosure.trim());
     let text = fill_cover(&text, &series.subject, &blurb, &set.manifest.date)?;
     let prereqs: Vec<String> = set
         .prerequisites(si)
@@ -883,10 +885,7 @@ fn format_series(b: &mut Builder<'_>, si: usize, out: &Path) -> Result<Vec<PathB
         .collect();
     let public = match &set.manifest.base.commit {
         Some(c) => format!("base-commit: {c}"),
-        None => format!(
-            "base: {} (no public commit id recorded yet)",
-            set.manifest.base.name
-        ),
+        None => format!("base: {}", set.manifest.base.name),
     };
     let text = fill_base(&text, &base, &public, &series.change_id, &prereqs)?;
     fs::write(cover, text)?;
@@ -978,6 +977,29 @@ fn rfc2822(date: &str) -> String {
 
 /// Regenerates `patches/<series>/` for every series; returns the number of
 /// files written.
+/// What a submitter must do before sending series exported without a
+/// public base commit (`base-commit:`), one step a line.
+pub fn before_sending(paths: &Paths) -> Result<Option<Vec<String>>> {
+    let set = paths.load()?;
+    if set.manifest.base.commit.is_some() {
+        return Ok(None);
+    }
+    Ok(Some(vec![
+        format!(
+            "the series are made on {}, a tree with no public commit id",
+            set.manifest.base.name
+        ),
+        "rebase each series on the tree its cover letter sends it to (mm, rdma, pci, \
+         dma-buf, rust), in the order of series/series.toml"
+            .into(),
+        "build and test the result there (make check with KDIR at that tree)".into(),
+        "set [base] commit in series/series.toml to that tree's commit, verified with \
+         git cat-file -e, and export again: the cover letters then carry base-commit: \
+         (or pass --base to git format-patch / b4 prep)"
+            .into(),
+    ]))
+}
+
 pub fn export(paths: &Paths, who: &Identity) -> Result<usize> {
     let set = paths.load()?;
     let mut b = Builder::new(paths, &set, who)?;

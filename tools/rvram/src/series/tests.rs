@@ -25,6 +25,7 @@ const LIST: &str = r#"
 date = "2026-11-21 00:00:00 +0000"
 sources = ["drivers"]
 assisted_by = "LLM"
+disclosure = "Made with an LLM."
 series = ["fixes", "rvram"]
 
 [base]
@@ -341,7 +342,7 @@ fn pieces(s: &Scratch, second_diff: Option<&str>) {
     s.write(
         "series/series.toml",
         "date = \"2026-11-21 00:00:00 +0000\"\nsources = [\"drivers\"]\n\
-         assisted_by = \"LLM\"\nseries = [\"drv\"]\n[base]\nname = \"v7.3.4\"\n",
+         assisted_by = \"LLM\"\ndisclosure = \"Made with an LLM.\"\nseries = [\"drv\"]\n[base]\nname = \"v7.3.4\"\n",
     );
     s.write("series/drv/cover.txt", "The driver.\n");
     s.write("drivers/d.c", "int a;\nint b;\n");
@@ -399,5 +400,38 @@ fn a_file_changed_after_its_final_version_is_refused() {
     assert!(
         err.contains("drv patch 2 brings drivers/d.c to its final version"),
         "{err}"
+    );
+}
+
+#[test]
+fn a_cover_letter_names_its_base_in_words_and_discloses() {
+    let s = Scratch::new("cover");
+    pieces(&s, None);
+    let paths = s.paths();
+    // A get_maintainer.pl that finds nobody.
+    fs::create_dir_all(paths.base.join("scripts")).unwrap();
+    fs::write(paths.base.join("scripts/get_maintainer.pl"), "exit 0;\n").unwrap();
+    // Signed off without a public base commit: exported, not refused, and
+    // the steps before sending are given.
+    let who = Identity {
+        signoff: Some("A Submitter <a@example.org>".into()),
+    };
+    assert_eq!(export(&paths, &who).unwrap(), 3);
+    let cover =
+        fs::read_to_string(paths.patches_dir().join("drv/0000-cover-letter.patch")).unwrap();
+    assert!(
+        cover.contains("The driver.\n\nMade with an LLM."),
+        "{cover}"
+    );
+    assert!(cover.contains("\nbase: v7.3.4\n"), "{cover}");
+    assert!(!cover.contains("base-commit:"), "{cover}");
+    let steps = before_sending(&paths).unwrap().unwrap();
+    assert!(steps.iter().any(|s| s.contains("rebase")), "{steps:?}");
+    // A patch carries the trailers: Assisted-by, then the sign-off.
+    let patch =
+        fs::read_to_string(paths.patches_dir().join("drv/0001-drv-add-the-core.patch")).unwrap();
+    assert!(
+        patch.contains("Assisted-by: LLM\nSigned-off-by: A Submitter <a@example.org>\n"),
+        "{patch}"
     );
 }
