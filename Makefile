@@ -96,5 +96,6 @@ pyverbs-baseline:
 	tools/pyverbs-baseline.sh
 
 fmt:
-	rustfmt --edition 2021 drivers/rvram/rvram.rs
+	rustfmt --edition 2021 --config-path $(RVRAM_CACHE)/base/linux/.rustfmt.toml \
+		drivers/rvram/rvram.rs
 	cargo fmt
