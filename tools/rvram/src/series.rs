@@ -489,6 +489,10 @@ struct Builder<'a> {
     set: &'a Set,
     git: Git<'a>,
     signoff: Option<String>,
+    /// With a sign-off: the repository's identity (`Name <email>`), which
+    /// the diffs name where the submitter's belongs (the MAINTAINERS entry
+    /// of a new driver), and the submitter's, which replaces it.
+    identity: Option<(String, String)>,
     /// (parent, series, patch) -> commit: a patch on the same parent makes
     /// the same commit, so chains shared by several series are built once.
     memo: HashMap<(String, usize, usize), String>,
@@ -497,6 +501,14 @@ struct Builder<'a> {
 impl<'a> Builder<'a> {
     fn new(paths: &'a Paths, set: &'a Set, who: &Identity) -> Result<Self> {
         check_sources(paths, set)?;
+        let ours = Git::new(&paths.repo);
+        let repo_identity = || -> Result<String> {
+            Ok(format!(
+                "{} <{}>",
+                ours.run(&["config", "user.name"])?,
+                ours.run(&["config", "user.email"])?
+            ))
+        };
         let (name, email) = match &who.signoff {
             Some(s) => {
                 let (n, e) = s
@@ -504,6 +516,9 @@ impl<'a> Builder<'a> {
                     .strip_suffix('>')
                     .and_then(|s| s.split_once(" <"))
                     .ok_or_else(|| Error(format!("SIGNOFF '{s}' is not 'Name <email>'")))?;
+                if is_placeholder(e) {
+                    bail!("SIGNOFF '{s}' is a placeholder address: sign off as yourself");
+                }
                 (n.trim().to_string(), e.to_string())
             }
             None => {
@@ -527,11 +542,16 @@ impl<'a> Builder<'a> {
             ("GIT_COMMITTER_DATE", date),
         ];
         let signoff = who.signoff.as_ref().map(|_| format!("{name} <{email}>"));
+        let identity = match &signoff {
+            Some(s) => Some((repo_identity()?, s.clone())),
+            None => None,
+        };
         Ok(Builder {
             paths,
             set,
             git,
             signoff,
+            identity,
             memo: HashMap::new(),
         })
     }
@@ -602,7 +622,24 @@ impl<'a> Builder<'a> {
         let git = &self.git;
         git.run(&["read-tree", parent])?;
         if let Some(diff) = &p.diff {
-            let diff = self.paths.repo.join(diff);
+            let mut diff = self.paths.repo.join(diff);
+            // Signed off: the submitter, not the repository's identity, is
+            // who a diff names (as a new driver's maintainer), and no line
+            // it adds may name a placeholder address.
+            let signed;
+            if let Some((ours, theirs)) = &self.identity {
+                let text = fs::read_to_string(&diff)
+                    .map_err(|e| Error(format!("{}: {e}", diff.display())))?;
+                let text = text.replace(ours.as_str(), theirs);
+                if let Some(line) = text
+                    .lines()
+                    .find(|l| l.starts_with('+') && placeholder_in(l))
+                {
+                    bail!("{}: names a placeholder address: {line}", diff.display());
+                }
+                signed = tempfile_with(&text)?;
+                diff = signed.0.clone();
+            }
             git.run(&[
                 "apply",
                 "--cached",
@@ -977,6 +1014,41 @@ fn rfc2822(date: &str) -> String {
 
 /// Regenerates `patches/<series>/` for every series; returns the number of
 /// files written.
+/// Whether an email address is a placeholder (the reserved `.example`
+/// domain, RFC 2606), which no patch that is sent may name.
+fn is_placeholder(email: &str) -> bool {
+    email.trim().trim_end_matches('>').ends_with(".example")
+}
+
+/// Whether a line names a placeholder address (`<...example>`).
+fn placeholder_in(line: &str) -> bool {
+    line.split('<')
+        .skip(1)
+        .filter_map(|s| s.split_once('>').map(|(e, _)| e))
+        .any(is_placeholder)
+}
+
+/// A temporary file with `text`, removed when dropped.
+struct TempFile(PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+    }
+}
+
+fn tempfile_with(text: &str) -> Result<TempFile> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let path = std::env::temp_dir().join(format!(
+        "rvram-series-{}-{}.diff",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    fs::write(&path, text)?;
+    Ok(TempFile(path))
+}
+
 /// What a submitter must do before sending series exported without a
 /// public base commit (`base-commit:`), one step a line.
 pub fn before_sending(paths: &Paths) -> Result<Option<Vec<String>>> {

@@ -410,7 +410,11 @@ fn a_cover_letter_names_its_base_in_words_and_discloses() {
     let paths = s.paths();
     // A get_maintainer.pl that finds nobody.
     fs::create_dir_all(paths.base.join("scripts")).unwrap();
-    fs::write(paths.base.join("scripts/get_maintainer.pl"), "exit 0;\n").unwrap();
+    fs::write(
+        paths.base.join("scripts/get_maintainer.pl"),
+        "while (<STDIN>) {}\nexit 0;\n",
+    )
+    .unwrap();
     // Signed off without a public base commit: exported, not refused, and
     // the steps before sending are given.
     let who = Identity {
@@ -434,4 +438,53 @@ fn a_cover_letter_names_its_base_in_words_and_discloses() {
         patch.contains("Assisted-by: LLM\nSigned-off-by: A Submitter <a@example.org>\n"),
         "{patch}"
     );
+}
+
+#[test]
+fn a_signed_off_export_names_the_submitter_not_a_placeholder() {
+    let s = Scratch::new("identity");
+    // The third patch names the repository's identity, as the MAINTAINERS
+    // entry of a new driver does.
+    s.write(
+        "series/drv/3.diff",
+        "diff --git a/README b/README\n--- a/README\n+++ b/README\n\
+         @@ -1 +1,2 @@\n base\n+M:\tT <t@example.org>\n",
+    );
+    pieces(&s, Some("series/drv/3.diff"));
+    let paths = s.paths();
+    fs::create_dir_all(paths.base.join("scripts")).unwrap();
+    fs::write(
+        paths.base.join("scripts/get_maintainer.pl"),
+        "while (<STDIN>) {}\nexit 0;\n",
+    )
+    .unwrap();
+    let who = |s: &str| Identity {
+        signoff: Some(s.into()),
+    };
+    // Unsigned: the repository's identity stays.
+    export(&paths, &Identity::default()).unwrap();
+    let third = || fs::read_to_string(paths.patches_dir().join("drv/0003-drv-more.patch")).unwrap();
+    assert!(third().contains("+M:\tT <t@example.org>"), "{}", third());
+    // Signed off: the submitter's.
+    export(&paths, &who("A Submitter <a@example.org>")).unwrap();
+    assert!(
+        third().contains("+M:\tA Submitter <a@example.org>"),
+        "{}",
+        third()
+    );
+    assert!(!third().contains("T <t@example.org>"), "{}", third());
+    // A placeholder address is refused, as the sign-off or in a diff.
+    let err = export(&paths, &who("Nobody <n@users.noreply.seed.example>"))
+        .unwrap_err()
+        .0;
+    assert!(err.contains("placeholder"), "{err}");
+    s.write(
+        "series/drv/3.diff",
+        "diff --git a/README b/README\n--- a/README\n+++ b/README\n\
+         @@ -1 +1,2 @@\n base\n+M:\tSomeone <s@seed.example>\n",
+    );
+    let err = export(&paths, &who("A Submitter <a@example.org>"))
+        .unwrap_err()
+        .0;
+    assert!(err.contains("names a placeholder address"), "{err}");
 }
