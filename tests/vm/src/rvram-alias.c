@@ -490,7 +490,8 @@ static void *flip_no_alias(void *arg)
 static void fail_alloc_race(void)
 {
 	struct hmm_dmirror_cmd cmd = { 0 };
-	long failed_allocs = 0, moved = 0, bad;
+	long to_dev = 0, to_sys = 0, refused = 0, other_err = 0, bad;
+	unsigned char bounce[4096];
 	char path[32];
 	pthread_t t;
 	void *ret;
@@ -513,24 +514,34 @@ static void fail_alloc_race(void)
 		return;
 	}
 	cmd.addr = (uintptr_t)page;
+	cmd.ptr = (uintptr_t)bounce;
 	cmd.npages = 1;
+	/*
+	 * Into VRAM and back. A migration into VRAM takes FAIL_ALLOC and
+	 * still moves a single page (the flag fails only PMD-sized VRAM);
+	 * one back to system memory that finds the flag set moves nothing,
+	 * and the page stays in VRAM for the next round.
+	 */
 	for (i = 0; i < 4000; i++) {
 		unsigned long req = i & 1 ? HMM_DMIRROR_MIGRATE_TO_SYS : HMM_DMIRROR_MIGRATE_TO_DEV;
 
-		/* A migration that FAIL_ALLOC failed moves nothing. */
 		cmd.cpages = 0;
-		if (ioctl(race_fd, req, &cmd) || !cmd.cpages)
-			failed_allocs++;
+		if (ioctl(race_fd, req, &cmd))
+			other_err++;
+		else if (!cmd.cpages)
+			refused += req == HMM_DMIRROR_MIGRATE_TO_SYS;
+		else if (req == HMM_DMIRROR_MIGRATE_TO_DEV)
+			to_dev++;
 		else
-			moved++;
+			to_sys++;
 	}
 	race_stop = 1;
 	pthread_join(t, &ret);
 	bad = (long)ret;
-	printf("# fail-alloc race: %d migrations, %ld moved the page, %ld moved nothing\n",
-	       i, moved, failed_allocs);
-	check(bad == 0 && failed_allocs > 0 && moved > 0,
-	      "fail-alloc race: both threads ran (%ld FLAGS errors)", bad);
+	printf("# fail-alloc race: %d migrations: %ld into VRAM, %ld back, %ld back refused by FAIL_ALLOC, %ld errors\n",
+	       i, to_dev, to_sys, refused, other_err);
+	check(bad == 0 && other_err == 0 && to_dev > 0 && refused > 0,
+	      "fail-alloc race: both threads ran, FAIL_ALLOC taken (%ld FLAGS errors)", bad);
 	check(set_flags(race_fd, HMM_DMIRROR_FLAG_ALIAS) == 0 && p2p_alias_of(owner) == 'N',
 	      "fail-alloc race: still off for the other file");
 	close(race_fd);
