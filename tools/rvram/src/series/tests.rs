@@ -322,6 +322,17 @@ impl Scratch {
         fs::write(path, text).unwrap();
     }
 
+    /// A get_maintainer.pl in the base that finds nobody, for exports.
+    fn no_maintainers(&self) {
+        let scripts = self.0.join("base/scripts");
+        fs::create_dir_all(&scripts).unwrap();
+        fs::write(
+            scripts.join("get_maintainer.pl"),
+            "while (<STDIN>) {}\nexit 0;\n",
+        )
+        .unwrap();
+    }
+
     fn paths(&self) -> Paths {
         Paths {
             repo: self.0.join("repo"),
@@ -408,13 +419,7 @@ fn a_cover_letter_names_its_base_in_words_and_discloses() {
     let s = Scratch::new("cover");
     pieces(&s, None);
     let paths = s.paths();
-    // A get_maintainer.pl that finds nobody.
-    fs::create_dir_all(paths.base.join("scripts")).unwrap();
-    fs::write(
-        paths.base.join("scripts/get_maintainer.pl"),
-        "while (<STDIN>) {}\nexit 0;\n",
-    )
-    .unwrap();
+    s.no_maintainers();
     // Signed off without a public base commit: exported, not refused, and
     // the steps before sending are given.
     let who = Identity {
@@ -452,12 +457,7 @@ fn a_signed_off_export_names_the_submitter_not_a_placeholder() {
     );
     pieces(&s, Some("series/drv/3.diff"));
     let paths = s.paths();
-    fs::create_dir_all(paths.base.join("scripts")).unwrap();
-    fs::write(
-        paths.base.join("scripts/get_maintainer.pl"),
-        "while (<STDIN>) {}\nexit 0;\n",
-    )
-    .unwrap();
+    s.no_maintainers();
     let who = |s: &str| Identity {
         signoff: Some(s.into()),
     };
