@@ -32,7 +32,17 @@ pub struct Case {
     pub outcome: Outcome,
     /// The text after `#`: the SKIP/TODO reason or another diagnostic.
     pub reason: Option<String>,
+    /// The last [`NOTES`] comment lines at the case's level between the
+    /// previous result line and this one: where KUnit and the kselftest
+    /// harness print why a case failed.
+    pub before: Vec<String>,
+    /// The first [`NOTES`] comment lines at the case's level after this
+    /// result line, up to the next: where TAP 13 puts diagnostics.
+    pub after: Vec<String>,
 }
+
+/// Comment lines kept on each side of a result line.
+pub const NOTES: usize = 8;
 
 /// One test suite: a flat TAP document or one top-level KUnit suite.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -162,6 +172,9 @@ struct Doc {
     pending: Option<Box<Doc>>,
     /// A TAP 14 `# Subtest:` name for the next subtest.
     next_name: Option<String>,
+    /// The last [`NOTES`] comment lines at this level since the last result
+    /// line.
+    comments: Vec<String>,
 }
 
 impl Doc {
@@ -192,7 +205,24 @@ impl Doc {
         }
     }
 
+    /// Keeps a comment line for the result lines on either side of it.
+    fn comment(&mut self, text: &str) {
+        if let Some(Entry {
+            case: Some(last), ..
+        }) = self.entries.last_mut()
+        {
+            if last.after.len() < NOTES {
+                last.after.push(text.into());
+            }
+        }
+        if self.comments.len() == NOTES {
+            self.comments.remove(0);
+        }
+        self.comments.push(text.into());
+    }
+
     fn add_result(&mut self, number: Option<usize>, mut case: Case) {
+        case.before = std::mem::take(&mut self.comments);
         let expected = self.results + 1;
         if case.name.is_empty() {
             case.name = format!("test {}", number.unwrap_or(expected));
@@ -252,8 +282,13 @@ impl Parser<'_> {
             .chars()
             .map(|c| if c == '\t' { 4 } else { 1 })
             .sum();
-        if let Some(line) = classify(body.trim_end()) {
+        let body = body.trim_end();
+        if let Some(line) = classify(body) {
             self.structural(indent, line);
+        } else if body.starts_with('#') {
+            if let Some(top) = self.stack.last_mut().filter(|d| d.indent == indent) {
+                top.comment(body.trim_start_matches('#').trim());
+            }
         }
     }
 
@@ -456,6 +491,8 @@ fn classify(s: &str) -> Option<Line> {
                 name: String::new(),
                 outcome: Outcome::Skip,
                 reason,
+                before: Vec::new(),
+                after: Vec::new(),
             }),
             _ => None,
         };
@@ -485,6 +522,8 @@ fn classify(s: &str) -> Option<Line> {
             name,
             outcome,
             reason,
+            before: Vec::new(),
+            after: Vec::new(),
         },
     ))
 }

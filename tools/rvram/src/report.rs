@@ -774,6 +774,20 @@ fn is_splat_after(prev: &str, line: &str) -> bool {
             .any(|t| title.starts_with(t))
 }
 
+/// Comment lines shown under a failed case.
+const SHOWN_NOTES: usize = 4;
+
+/// What the test said about a failed case: the first comment lines after
+/// its result line (TAP 13), or else the last ones before it (KUnit and the
+/// kselftest harness).
+fn why_failed(case: &ktap::Case) -> &[String] {
+    if case.after.is_empty() {
+        &case.before[case.before.len().saturating_sub(SHOWN_NOTES)..]
+    } else {
+        &case.after[..case.after.len().min(SHOWN_NOTES)]
+    }
+}
+
 /// One `PASS`/`FAIL` line per suite with its counts and notes, its failed
 /// cases indented below; a `MISS` line per expected suite that never ran;
 /// the first splat lines, the timeout, and a final `SUMMARY:` line.
@@ -801,6 +815,9 @@ impl fmt::Display for Summary {
                     write!(f, " # {reason}")?;
                 }
                 writeln!(f)?;
+                for note in why_failed(case) {
+                    writeln!(f, "        # {note}")?;
+                }
             }
         }
         for name in &self.missing {

@@ -7,6 +7,8 @@ fn case(name: &str, outcome: Outcome, reason: Option<&str>) -> Case {
         name: name.into(),
         outcome,
         reason: reason.map(String::from),
+        before: Vec::new(),
+        after: Vec::new(),
     }
 }
 
@@ -91,6 +93,25 @@ fn empty_and_garbage_inputs_have_no_suites() {
     assert!(parse("ok 1 foo\nnot ok 2 bar\n").is_empty());
 }
 
+/// TAP 13 diagnostics follow their result line; at most [`NOTES`] are kept
+/// on each side, and only those at the result's level.
+#[test]
+fn diagnostics_after_a_result() {
+    let mut text = String::from("TAP version 13\nok 1 a\n# a fine\nnot ok 2 b\n");
+    for i in 0..NOTES + 2 {
+        text.push_str(&format!("# why {i}\n"));
+    }
+    text.push_str("    # deeper\nok 3 c\n1..3\n");
+    let s = &parse(&text)[0];
+    assert_eq!(s.cases[0].after, ["a fine"]);
+    let why: Vec<_> = (0..NOTES).map(|i| format!("why {i}")).collect();
+    assert_eq!(s.cases[1].after, why);
+    assert_eq!(s.cases[1].before, ["a fine"]);
+    let last: Vec<_> = (2..NOTES + 2).map(|i| format!("why {i}")).collect();
+    assert_eq!(s.cases[2].before, last);
+    assert!(s.cases[2].after.is_empty());
+}
+
 #[test]
 fn kselftest_harness_output() {
     let suites = parse_named(HMM, "hmm-tests");
@@ -103,14 +124,21 @@ fn kselftest_harness_output() {
     assert!(s.errors.is_empty());
     assert_eq!(s.result, None);
     assert_eq!(s.counts(), counts(2, 1, 1, 1, 0));
+    let (name, reason) = (&s.cases[2].name, s.cases[2].reason.as_deref());
+    assert_eq!(name, "hmm.hmm_device_coherent.open_close");
+    assert_eq!(s.cases[2].outcome, Outcome::Skip);
+    assert_eq!(reason, Some("DEVICE_COHERENT not available"));
+    // The harness prints why a case failed before its result line.
     assert_eq!(
-        s.cases[2],
-        case(
-            "hmm.hmm_device_coherent.open_close",
-            Outcome::Skip,
-            Some("DEVICE_COHERENT not available")
-        )
+        s.cases[3].before,
+        [
+            "RUN           hmm.hmm_device_private.migrate ...",
+            "hmm-tests.c:300:migrate:Expected ret (-1) == 0 (0)",
+            "FAIL  hmm.hmm_device_private.migrate"
+        ]
     );
+    assert_eq!(s.cases[3].after, s.cases[4].before);
+    assert!(s.cases[4].before.is_empty());
     assert_eq!(
         s.cases[4],
         case(

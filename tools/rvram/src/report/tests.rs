@@ -207,6 +207,24 @@ fn failed_cases_are_listed() {
     assert!(text.ends_with("SUMMARY: 4 suites, 11 pass, 3 skip, 2 fail: FAIL\n"));
 }
 
+/// A failed case shows why: the test's diagnostics after its result line
+/// (TAP 13), or the harness's lines before it (KUnit, kselftest).
+#[test]
+fn failed_cases_show_why() {
+    let mut tap = String::from("TAP version 13\nok 1 a\n# a is fine\nnot ok 2 b\n");
+    for i in 0..6 {
+        tap.push_str(&format!("# b: reason {i}\n"));
+    }
+    tap.push_str("# c: Expected 1 == 2\nnot ok 3 c\n1..3\n");
+    let s = passing_run().suite("rvram-probe", &tap, "1\n").summary();
+    let text = s.to_string();
+    let b = "      not ok b\n        # b: reason 0\n        # b: reason 1\n        # b: reason 2\n        # b: reason 3\n      not ok c\n";
+    assert!(text.contains(b), "{text}");
+    // c has no lines after it: the last four before it.
+    let c = "      not ok c\n        # b: reason 3\n        # b: reason 4\n        # b: reason 5\n        # c: Expected 1 == 2\n";
+    assert!(text.contains(c), "{text}");
+}
+
 #[test]
 fn nonzero_rc_fails_a_passing_suite() {
     let s = passing_run()
