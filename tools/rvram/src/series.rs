@@ -858,7 +858,9 @@ fn recipients(paths: &Paths, series: &Series, from: &str, to: &str) -> Result<Re
     Ok(Recipients { to, cc })
 }
 
-/// Writes series `si` as format-patch files with a cover letter into `out`.
+/// Writes series `si` as format-patch files into `out`: with a cover
+/// letter, or for a series of one patch, as `[PATCH]` with the cover's
+/// text below its `---` line, where notes that are not for the commit go.
 fn format_series(b: &mut Builder<'_>, si: usize, out: &Path) -> Result<Vec<PathBuf>> {
     let (from, commits) = b.posted(si)?;
     let head = commits.last().expect("validated: patches").clone();
@@ -873,21 +875,27 @@ fn format_series(b: &mut Builder<'_>, si: usize, out: &Path) -> Result<Vec<PathB
     let base_arg = format!("--base={base}");
     let range = format!("{from}..{head}");
     let out_s = out.to_string_lossy().into_owned();
+    let single = series.patches.len() == 1;
     let mut args = vec![
         "format-patch",
         "--quiet",
         "--zero-commit",
         "--no-signature",
         "--no-attach",
-        "--cover-letter",
-        "--numbered",
+    ];
+    if single {
+        args.push("--no-numbered");
+    } else {
+        args.extend(["--cover-letter", "--numbered"]);
+    }
+    args.extend([
         "--no-thread",
         "--no-renames",
         &prefix,
         &base_arg,
         "-o",
         &out_s,
-    ];
+    ]);
     let to: Vec<String> = who.to.iter().map(|a| format!("--to={a}")).collect();
     let cc: Vec<String> = who.cc.iter().map(|a| format!("--cc={a}")).collect();
     args.extend(to.iter().map(String::as_str));
@@ -902,16 +910,26 @@ fn format_series(b: &mut Builder<'_>, si: usize, out: &Path) -> Result<Vec<PathB
 
     let blurb = fs::read_to_string(paths.repo.join(&series.cover))
         .map_err(|e| Error(format!("{}: {e}", series.cover.display())))?;
-    let cover = files
-        .iter()
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("0000-"))
-        })
-        .ok_or_else(|| Error("format-patch wrote no cover letter".into()))?;
-    let text = fs::read_to_string(cover)?;
     let blurb = format!("{}\n\n{}", blurb.trim_end(), set.manifest.disclosure.trim());
-    let text = fill_cover(&text, &series.subject, &blurb, &set.manifest.date)?;
+    let (cover, text) = if single {
+        let patch = files
+            .first()
+            .ok_or_else(|| Error("format-patch wrote no patch".into()))?;
+        (patch, fill_notes(&fs::read_to_string(patch)?, &blurb)?)
+    } else {
+        let cover = files
+            .iter()
+            .find(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("0000-"))
+            })
+            .ok_or_else(|| Error("format-patch wrote no cover letter".into()))?;
+        let text = fs::read_to_string(cover)?;
+        (
+            cover,
+            fill_cover(&text, &series.subject, &blurb, &set.manifest.date)?,
+        )
+    };
     let prereqs: Vec<String> = set
         .prerequisites(si)
         .into_iter()
@@ -957,6 +975,22 @@ fn fill_base(
         tail.push_str(&format!("prerequisite-change-id: {p}\n"));
     }
     Ok(format!("{}{tail}{}", &text[..start], &rest[ids_end..]))
+}
+
+/// Puts `notes` after the `---` line of a patch, before its diffstat: the
+/// place for what a cover letter would say, which `git am` leaves out of
+/// the commit.
+fn fill_notes(text: &str, notes: &str) -> Result<String> {
+    let Some(at) = text.find("\n---\n") else {
+        bail!("format-patch wrote a patch without a --- line");
+    };
+    let at = at + "\n---\n".len();
+    Ok(format!(
+        "{}{}\n\n{}",
+        &text[..at],
+        notes.trim_end(),
+        &text[at..]
+    ))
 }
 
 /// Fills format-patch's cover letter template. Its Date header is the time of

@@ -488,3 +488,16 @@ fn a_signed_off_export_names_the_submitter_not_a_placeholder() {
         .0;
     assert!(err.contains("names a placeholder address"), "{err}");
 }
+
+/// A series of one patch has no cover letter: its text goes below the
+/// patch's `---` line, before the diffstat, where `git am` drops it.
+#[test]
+fn one_patch_carries_its_cover_below_the_marker() {
+    let patch = "Subject: [PATCH] a: b\n\nWhy.\n\nAssisted-by: LLM\n---\n a.c | 1 +\n\ndiff --git a/a.c b/a.c\n";
+    let out = fill_notes(patch, "The cover.\n\nDisclosure.\n").unwrap();
+    assert_eq!(
+        out,
+        "Subject: [PATCH] a: b\n\nWhy.\n\nAssisted-by: LLM\n---\nThe cover.\n\nDisclosure.\n\n a.c | 1 +\n\ndiff --git a/a.c b/a.c\n"
+    );
+    assert!(fill_notes("Subject: x\n\nno marker\n", "n").is_err());
+}
