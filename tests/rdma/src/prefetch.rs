@@ -47,7 +47,7 @@ use crate::config::{Config, PathMtu, PAGE_SIZE};
 use crate::mmap::Mmap;
 use crate::pattern;
 use crate::report::TestResult;
-use crate::verbs::{self, Device, Region, SendOp, Side};
+use crate::verbs::{self, Device, OpError, Region, SendOp, Sge, Side};
 
 /// A key that is not an ODP MR: mlx5's `get_prefetchable_mr()` errno, and
 /// rxe's with the fix.
@@ -178,6 +178,47 @@ fn sge(addr: u64, len: usize, lkey: u32) -> IbvSge {
         length: len as u32,
         lkey,
     }
+}
+
+/// `IBV_WC_LOC_PROT_ERR`.
+const WC_LOC_PROT_ERR: u32 = 4;
+
+/// An RDMA WRITE from the last page of `local`, a pinned MR, whose SGE
+/// reaches one page past its end, to `target`: the requester cannot read
+/// the payload and must complete the request with `IB_WC_LOC_PROT_ERR`,
+/// its own status. Linux 7.3's rxe completed it as a flush
+/// (`IB_WC_WR_FLUSH_ERR`), which tells the application nothing. Nothing
+/// may arrive at `target`.
+fn local_protection(
+    cfg: &Config,
+    dev: &Device,
+    mtu: PathMtu,
+    local: &Region<'_>,
+    target: &mut Region<'_>,
+) -> Result<Vec<String>, String> {
+    let len = 2 * PAGE_SIZE;
+    let mut ep = dev.connect(mtu).map_err(|e| format!("connect: {e}"))?;
+    target.bytes_mut()[..len].fill(0x77);
+    let op = SendOp::Write(target.remote(0, len).map_err(|e| e.to_string())?);
+    let sge = Sge::raw(local.lkey(), local.addr(LEN - PAGE_SIZE), len as u32);
+    match ep.post_and_wait(Side::A, 11, op, sge, cfg.timeout) {
+        Err(OpError::Status { status, .. }) if status == WC_LOC_PROT_ERR => {}
+        Err(e) => {
+            return Err(format!(
+                "WRITE: {e}; want {}",
+                verbs::wc_status_name(WC_LOC_PROT_ERR)
+            ))
+        }
+        Ok(_) => return Err("WRITE completed".to_owned()),
+    }
+    if target.bytes()[..len].iter().any(|&b| b != 0x77) {
+        return Err("the failed WRITE changed the target".to_owned());
+    }
+    Ok(vec![format!(
+        "WRITE of {len} bytes from {} bytes before the end of the pinned MR: {}; the target unchanged",
+        PAGE_SIZE,
+        verbs::wc_status_name(WC_LOC_PROT_ERR)
+    )])
 }
 
 /// An ODP MR of [`LARGE`] bytes of memory never touched: it registers
@@ -384,6 +425,11 @@ pub fn run_advise(cfg: &Config) -> Vec<TestResult> {
     point(
         "unknown flags (0x2, 0x3, 0x80000000): EINVAL",
         check_calls(&dev, &unknown_flags),
+    );
+    let mut odp = odp;
+    point(
+        "a WRITE whose local SGE reaches a page past its pinned MR: IB_WC_LOC_PROT_ERR, not a flush; nothing arrives",
+        local_protection(cfg, &dev, mtu, &pinned, &mut odp),
     );
     drop((odp, pinned, foreign));
     point(
