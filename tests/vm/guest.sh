@@ -64,9 +64,9 @@ single)
 	# A VRAM-sized buffer object does not stall another user's ioctls.
 	expect rvram-share
 	run_suite rvram-share "$T/rvram-share.sh"
-	# test_hmm has no device-coherent memory: each of hmm-tests' 38
+	# test_hmm has no device-coherent memory: each of hmm-tests' 42
 	# hmm_device_coherent and hmm2_device_coherent variants skips.
-	expect_skips hmm-tests-test_hmm 41 "hmm.hmm_device_coherent.*" "hmm2.hmm2_device_coherent.*"
+	expect_skips hmm-tests-test_hmm 42 "hmm.hmm_device_coherent.*" "hmm2.hmm2_device_coherent.*"
 	run_suite hmm-tests-test_hmm "$T/hmm-tests.sh" test_hmm
 	# dmirror commands racing migrations of the same range (60 s), on
 	# the reference driver with the series' fixes, RELEASE included.
@@ -104,9 +104,9 @@ scale)
 	run_suite rvram-probe-scale "$T/rvram-probe.sh"
 	run_suite rvram-scale "$T/rvram-scale.sh"
 	run_suite rvram-dmabuf-abuse-scale "$T/rvram-dmabuf-abuse.sh"
-	# Private GPUs only: the 38 device-coherent variants skip, as with
+	# Private GPUs only: the 42 device-coherent variants skip, as with
 	# test_hmm.
-	expect_skips hmm-tests-scale 41 "hmm.hmm_device_coherent.*" "hmm2.hmm2_device_coherent.*"
+	expect_skips hmm-tests-scale 42 "hmm.hmm_device_coherent.*" "hmm2.hmm2_device_coherent.*"
 	run_suite hmm-tests-scale "$T/hmm-tests.sh" rvram
 	run_suite rvram-alias-scale "$T/rvram-alias.sh"
 	;;
