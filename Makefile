@@ -6,6 +6,9 @@
 #                     kernel (KDIR=... to use another kernel build)
 #   make check        everything: host unit tests, series checks, kernel and
 #                     module build, VM suites (installs what it needs)
+#   make check-full   the same with every long suite at full length: the
+#                     failed-probe sweep at every allocation, three times the
+#                     stress suite's kills and fuzzing, hmm-tests at 16 GiB
 #   make demo         boot a guest with emulated GPUs and show rvram at work
 #   make bench        migration throughput, rvram vs test_hmm (non-debug kernel)
 #   make soak         the stress suite for an hour (debug kernel; not in check)
@@ -31,7 +34,7 @@ export RVRAM_CACHE
 KDIR ?= $(RVRAM_CACHE)/build/debug
 KMAKE := $(CURDIR)/tools/kmake.sh
 
-.PHONY: all modules clean check demo bench soak coverage pyverbs-baseline series series-cc check-series \
+.PHONY: all modules clean check check-full demo bench soak coverage pyverbs-baseline series series-cc check-series \
 	check-bisect check-fixes \
 	checkpatch kernel deps clippy fmt tool
 
@@ -79,6 +82,9 @@ checkpatch: tool
 
 check:
 	tools/check.sh
+
+check-full:
+	RVRAM_FULL=1 tools/check.sh
 
 demo:
 	tools/demo.sh

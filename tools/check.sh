@@ -13,6 +13,9 @@
 #     (P2P aliases: granted, not asked for, impossible, revoked); then the
 #     harness's own test: a real kernel report of every kind, each found
 #
+# RVRAM_FULL=1 (make check-full) runs the long suites at full length
+# (tests/vm/guest.sh says which) with twice the time limits.
+#
 # Results: results/<plan>/ in the clone. Exits non-zero on any failure.
 set -euo pipefail
 
@@ -99,25 +102,27 @@ run_plan() {
 	done
 }
 export RVRAM_HMM_TESTS=$hmm_tests
+x=1
+[ -n "${RVRAM_FULL:-}" ] && x=2
 # Guest time under TCG on two cores varies up to twice between runs here
 # (the single plan took 330-612 s, the alias plan 934-1300 s, the dual
 # plan 984-1796 s with its stress suite 10-18 minutes of it, the splat
 # plan 231 s), and more between machines: on a slower one the single
 # plan's boot alone took 415 s (udev settling for up to 226 s), and the
 # plan ran past 1200 s. The limits leave room for that.
-run_plan single --gpus 1 --vram 256 --timeout 2000
+run_plan single --gpus 1 --vram 256 --timeout $((2000 * x))
 # A GPU at a real VRAM size, 16 GiB, next to a small one and a far one:
 # QEMU backs the BARs lazily, so only what the guest touches costs host
 # memory (about 8 minutes of guest time).
-run_plan scale --gpus 2 --far-gpus 1 --vram 16384,256 --timeout 2000
+run_plan scale --gpus 2 --far-gpus 1 --vram 16384,256 --timeout $((2000 * x))
 # Four GPUs in the dual plan: hmm-tests' coherent variants run on rvram2
 # and rvram3 bound as device-coherent memory.
-run_plan dual --gpus 4 --vram 512,256,128,128 --dma-engines --timeout 2700
-run_plan alias --gpus 2 --far-gpus 1 --dma-engines --vram 256 --timeout 2700
+run_plan dual --gpus 4 --vram 512,256,128,128 --dma-engines --timeout $((2700 * x))
+run_plan alias --gpus 2 --far-gpus 1 --dma-engines --vram 256 --timeout $((2700 * x))
 # The harness's own test: the debug kernel prints a real report of every
 # kind the splat scan must find (tests/vm/splat.sh), and each is found.
 rm -rf results/splat
-tools/vm.sh --kernel "$kobj" --timeout 900 splat results/splat || true
+tools/vm.sh --kernel "$kobj" --timeout $((900 * x)) splat results/splat || true
 if "$rvram" splat-check results/splat > results/splat.report; then
 	verdict=PASS
 else
