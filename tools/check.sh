@@ -5,7 +5,8 @@
 #  1. toolchain (idempotent), rdma-core with our patches (pyverbs, for the
 #     alias plan), host unit tests, clippy and rustfmt; the KTAP parser
 #     against kunit_parser.py on the kernel's KTAP corpus
-#  2. patches/ is current, and the whole series applies to the base
+#  2. patches/ is current, the whole series applies to the base, and
+#     checkpatch --strict passes on every patch
 #  3. the debug kernel (base + series) and the out-of-tree module build
 #  4. VM suites under TCG, each with a verdict per suite: one GPU (rvram
 #     probe, KUnit, hmm-tests on test_hmm, unbind), two GPUs (probe,
@@ -60,6 +61,8 @@ head=$("$rvram" series apply)
 log "series applies: $head"
 # The alias path names device pages by offset, never by pfn.
 tools/check-alias-offsets.sh "$head"
+# checkpatch --strict on every patch (a clean verdict is cached per patch).
+tools/checkpatch.sh
 
 step "debug kernel"
 kobj=$(tools/kernel.sh debug "$head")

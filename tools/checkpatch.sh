@@ -2,6 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 # scripts/checkpatch.pl --strict on every patch of every series in
 # patches/ (not the cover letters), run from the pristine base tree.
+# A clean verdict is remembered per patch (its text, the options and
+# checkpatch.pl itself), so that make check re-reads only what changed.
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
 base=$RVRAM_CACHE/base/linux
@@ -27,7 +29,11 @@ covered() {
 	done
 }
 
+verdicts=$RVRAM_CACHE/checkpatch
+mkdir -p "$verdicts"
+script_sum=$(cat "$base/scripts/checkpatch.pl" "$base/scripts/spelling.txt" | sha256sum | cut -c1-16)
 fail=0
+checked=0
 for p in "$RVRAM_TOP"/patches/*/0*.patch; do
 	case $p in */0000-cover-letter.patch) continue ;; esac
 	# checkpatch asks whether MAINTAINERS needs updating for every patch
@@ -43,10 +49,15 @@ for p in "$RVRAM_TOP"/patches/*/0*.patch; do
 	# The patches are generated: they carry Assisted-by and no
 	# Signed-off-by, which the human submitter adds after review
 	# (Documentation/process/coding-assistants.rst).
-	if ! (cd "$base" && PATH=/usr/bin:$PATH perl scripts/checkpatch.pl --strict --quiet \
+	key=$(printf '%s %s\n' "$script_sum" "$ignore" | cat - "$p" | sha256sum | cut -c1-32)
+	[ -f "$verdicts/$key" ] && continue
+	checked=$((checked + 1))
+	if (cd "$base" && PATH=/usr/bin:$PATH perl scripts/checkpatch.pl --strict --quiet \
 		--no-signoff --ignore "$ignore" "$p"); then
+		touch "$verdicts/$key"
+	else
 		fail=1
 	fi
 done
-[ $fail = 0 ] && log "checkpatch --strict: clean"
+[ $fail = 0 ] && log "checkpatch --strict: clean ($checked patches read, the others unchanged since a clean run)"
 exit $fail
