@@ -148,19 +148,23 @@ esac
 # both passed 500 s in udev.
 boot_limit=${RVRAM_BOOT_LIMIT:-900}
 # The guest's root is the host's, read through 9p. virtme-ng's init runs
-# systemd-tmpfiles when it finds /etc/systemd, and udev's coldplug when it
-# finds /usr/lib/systemd/systemd-udevd: under TCG with KASAN the two took
-# 100-160 s of every boot here (tmpfiles about 50 s, udev 50-110 s), for
-# nothing a plan uses: devtmpfs makes every node the suites open, and they
-# run as root. As root, vng runs in a mount namespace of its own in which
-# both directories are empty; the host's stay as they are.
+# udev's coldplug when it finds /usr/lib/systemd/systemd-udevd, and
+# systemd-tmpfiles on the host's tmpfiles.d: under TCG with KASAN the two
+# took 100-160 s of every boot here (udev 50-110 s, tmpfiles about 50 s),
+# for nothing a plan uses: devtmpfs makes every node the suites open, and
+# they run as root. (Without udev, /dev/virtio-ports/ has no names, and
+# virtme-ng's init runs the plan on the console, which tools/vm.sh reads
+# anyway.) As root, vng runs in a mount namespace of its own in which
+# /usr/lib/systemd and /usr/lib/tmpfiles.d are empty; the host's stay as
+# they are.
 hide=()
 if [ "$(id -u)" = 0 ] && unshare --mount --propagation private true 2> /dev/null; then
 	empty=$(mktemp -d "${TMPDIR:-/tmp}/rvram-empty.XXXXXX")
 	trap 'rm -f "$disk"; rmdir "$empty"' EXIT
 	# shellcheck disable=SC2016 # expanded by the inner shell
 	hide=(unshare --mount --propagation private sh -c \
-		'mount --bind "$0" /usr/lib/systemd && mount --bind "$0" /etc/systemd && exec "$@"' "$empty")
+		'mount --bind "$0" /usr/lib/systemd && mount --bind "$0" /usr/lib/tmpfiles.d && exec "$@"' \
+		"$empty")
 fi
 storm() {
 	grep -qs "BUG: KASAN: wild-memory-access in " "$1" &&
