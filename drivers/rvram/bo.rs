@@ -65,8 +65,9 @@ unsafe impl FromBytes for AllocDmabuf {}
 // SAFETY: As above: no padding, every byte is initialised.
 unsafe impl AsBytes for AllocDmabuf {}
 
-/// `RVRAM_IOCTL_ALLOC_DMABUF`.
-pub(crate) const ALLOC_DMABUF: u32 = _IOWR::<AllocDmabuf>(b'R' as u32, 0x00);
+/// `RVRAM_IOCTL_ALLOC_DMABUF`: `'R'` 0x30, the first of the range 0x30-0x3f
+/// that Documentation/userspace-api/ioctl/ioctl-number.rst gives rvram.
+pub(crate) const ALLOC_DMABUF: u32 = _IOWR::<AllocDmabuf>(b'R' as u32, 0x30);
 
 /// The VRAM behind one exported dma-buf.
 struct Bo {

@@ -40,16 +40,10 @@
 
 #include "dmirror.h"
 #include "kcov.h"
+#include "../../../drivers/rvram/include/uapi/misc/rvram.h"
 
 /* SNAPSHOT: a device-coherent page of this GPU. */
 #define PROT_DEV_COHERENT_LOCAL 0x40
-/* RVRAM_IOCTL_ALLOC_DMABUF (include/uapi/misc/rvram.h). */
-struct rvram_alloc_dmabuf {
-	uint64_t size;
-	uint32_t flags;
-	int32_t fd;
-};
-#define RVRAM_IOCTL_ALLOC_DMABUF _IOWR('R', 0x00, struct rvram_alloc_dmabuf)
 
 static int n, failed;
 

@@ -23,6 +23,6 @@ struct rvram_alloc_dmabuf {
 	__s32 fd;
 };
 
-#define RVRAM_IOCTL_ALLOC_DMABUF	_IOWR('R', 0x00, struct rvram_alloc_dmabuf)
+#define RVRAM_IOCTL_ALLOC_DMABUF	_IOWR('R', 0x30, struct rvram_alloc_dmabuf)
 
 #endif /* _UAPI_MISC_RVRAM_H */
