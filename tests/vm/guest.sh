@@ -68,9 +68,9 @@ single)
 	# A VRAM-sized buffer object does not stall another user's ioctls.
 	expect rvram-share
 	run_suite rvram-share "$T/rvram-share.sh"
-	# test_hmm has no device-coherent memory: each of hmm-tests' 42
+	# test_hmm has no device-coherent memory: each of hmm-tests' 43
 	# hmm_device_coherent and hmm2_device_coherent variants skips.
-	expect_skips hmm-tests-test_hmm 42 "hmm.hmm_device_coherent.*" "hmm2.hmm2_device_coherent.*"
+	expect_skips hmm-tests-test_hmm 43 "hmm.hmm_device_coherent.*" "hmm2.hmm2_device_coherent.*"
 	run_suite hmm-tests-test_hmm "$T/hmm-tests.sh" test_hmm
 	# dmirror commands racing migrations of the same range (60 s), on
 	# the reference driver with the series' fixes, RELEASE included.
@@ -109,11 +109,11 @@ scale)
 	run_suite rvram-scale "$T/rvram-scale.sh"
 	run_suite rvram-dmabuf-abuse-scale "$T/rvram-dmabuf-abuse.sh"
 	# hmm-tests in full on the 16 GiB GPU: make check-full (the dual
-	# plan runs them on rvram in make check). Private GPUs only: the 42
+	# plan runs them on rvram in make check). Private GPUs only: the 43
 	# device-coherent variants skip, as with test_hmm.
 	if [ -n "${RVRAM_FULL:-}" ]; then
 		expect hmm-tests-scale
-		expect_skips hmm-tests-scale 42 "hmm.hmm_device_coherent.*" "hmm2.hmm2_device_coherent.*"
+		expect_skips hmm-tests-scale 43 "hmm.hmm_device_coherent.*" "hmm2.hmm2_device_coherent.*"
 		run_suite hmm-tests-scale "$T/hmm-tests.sh" rvram
 	fi
 	run_suite rvram-alias-scale "$T/rvram-alias.sh"
