@@ -58,6 +58,16 @@ single | soak | coverage)
 	;;
 esac
 
+# make check runs the races and the fuzz for half as long as make
+# check-full (RVRAM_FULL); RVRAM_FUZZ_SECONDS sets the fuzz's time.
+race_s=30
+fuzz_s=45
+if [ -n "${RVRAM_FULL:-}" ]; then
+	race_s=60
+	fuzz_s=90
+fi
+fuzz_s=${RVRAM_FUZZ_SECONDS:-$fuzz_s}
+
 case $plan in
 single)
 	expect kunit:rvram_vram kunit:rvram_dmirror kunit:rvram_scale hmm-tests-test_hmm hmm-race-test_hmm rvram-unbind rvram-abuse
@@ -77,13 +87,13 @@ single)
 	# hmm_device_coherent and hmm2_device_coherent variants skips.
 	expect_skips hmm-tests-test_hmm 43 "hmm.hmm_device_coherent.*" "hmm2.hmm2_device_coherent.*"
 	run_suite hmm-tests-test_hmm "$T/hmm-tests.sh" test_hmm
-	# dmirror commands racing migrations of the same range (60 s), on
-	# the reference driver with the series' fixes, RELEASE included.
-	run_suite hmm-race-test_hmm "$T/hmm-race.sh" test_hmm 60
-	# The fuzz of the dmirror ioctls as a hostile user runs it (90 s):
-	# RELEASE of the same file racing its own migrations and CPU faults.
+	# dmirror commands racing migrations of the same range, on the
+	# reference driver with the series' fixes, RELEASE included.
+	run_suite hmm-race-test_hmm "$T/hmm-race.sh" test_hmm "$race_s"
+	# The fuzz of the dmirror ioctls as a hostile user runs it: RELEASE
+	# of the same file racing its own migrations and CPU faults.
 	expect dmirror-fuzz-test_hmm
-	run_suite dmirror-fuzz-test_hmm "$T/dmirror-fuzz.sh" test_hmm "${RVRAM_FUZZ_SECONDS:-90}"
+	run_suite dmirror-fuzz-test_hmm "$T/dmirror-fuzz.sh" test_hmm "$fuzz_s"
 	run_suite rvram-unbind "$T/rvram-unbind.sh"
 	# What one opener of /dev/rvram0 can do to the others and to the
 	# kernel: RELEASE, the file from another process, mmap(), the log.
@@ -101,32 +111,23 @@ single)
 	run_suite rvram-debugfs "$T/rvram-debugfs.sh"
 	;;
 scale)
-	# rvram0 with 16 GiB of VRAM, rvram1 (256 MiB) under the same switch
-	# and a far GPU: probe, rebind and reload; what a bind costs in time
-	# and struct pages, and gives back at unbind; eviction of resident
-	# data; a buffer's dma-buf in hostile hands; hmm-tests and P2P aliases
-	# with the 16 GiB GPU as device 0 and alias owner.
-	expect kunit:rvram_vram kunit:rvram_dmirror kunit:rvram_scale rvram-scale
-	expect rvram-dmabuf-abuse-scale rvram-alias-scale
-	# The probe suite at 16 GiB: make check-full (the single and dual
-	# plans run it in make check; here it took 221 s). No edu device
-	# here either.
-	if [ -n "${RVRAM_FULL:-}" ]; then
-		expect rvram-probe-scale
-		expect_skips rvram-probe-scale 1 \
-			"a device that is not an ivshmem GPU, assigned to rvram, stays unbound"
-		run_suite rvram-probe-scale "$T/rvram-probe.sh"
-	fi
+	# make check-full only (tools/check.sh). rvram0 with 16 GiB of VRAM,
+	# rvram1 (256 MiB) under the same switch and a far GPU: probe,
+	# rebind and reload; what a bind costs in time and struct pages, and
+	# gives back at unbind; eviction of resident data; a buffer's dma-buf
+	# in hostile hands; hmm-tests and P2P aliases with the 16 GiB GPU as
+	# device 0 and alias owner.
+	expect kunit:rvram_vram kunit:rvram_dmirror kunit:rvram_scale rvram-probe-scale rvram-scale
+	expect rvram-dmabuf-abuse-scale hmm-tests-scale rvram-alias-scale
+	# No edu device here either.
+	expect_skips rvram-probe-scale 1 "a device that is not an ivshmem GPU, assigned to rvram, stays unbound"
+	run_suite rvram-probe-scale "$T/rvram-probe.sh"
 	run_suite rvram-scale "$T/rvram-scale.sh"
 	run_suite rvram-dmabuf-abuse-scale "$T/rvram-dmabuf-abuse.sh"
-	# hmm-tests in full on the 16 GiB GPU: make check-full (the dual
-	# plan runs them on rvram in make check). Private GPUs only: the 43
-	# device-coherent variants skip, as with test_hmm.
-	if [ -n "${RVRAM_FULL:-}" ]; then
-		expect hmm-tests-scale
-		expect_skips hmm-tests-scale 43 "hmm.hmm_device_coherent.*" "hmm2.hmm2_device_coherent.*"
-		run_suite hmm-tests-scale "$T/hmm-tests.sh" rvram
-	fi
+	# Private GPUs only: the 43 device-coherent variants skip, as with
+	# test_hmm.
+	expect_skips hmm-tests-scale 43 "hmm.hmm_device_coherent.*" "hmm2.hmm2_device_coherent.*"
+	run_suite hmm-tests-scale "$T/hmm-tests.sh" rvram
 	run_suite rvram-alias-scale "$T/rvram-alias.sh"
 	;;
 dual)
@@ -142,10 +143,10 @@ dual)
 	# fuzzing (a third of the kills and fuzzing of make check-full).
 	run_suite rvram-stress "$T/rvram-stress.sh"
 	# The same race on rvram0, rvram1 reading the range through aliases.
-	run_suite hmm-race-rvram "$T/hmm-race.sh" rvram 60
-	# The same fuzz as on test_hmm in the single plan, on rvram0 (90 s).
+	run_suite hmm-race-rvram "$T/hmm-race.sh" rvram "$race_s"
+	# The same fuzz as on test_hmm in the single plan, on rvram0.
 	expect dmirror-fuzz-rvram
-	run_suite dmirror-fuzz-rvram "$T/dmirror-fuzz.sh" rvram "${RVRAM_FUZZ_SECONDS:-90}"
+	run_suite dmirror-fuzz-rvram "$T/dmirror-fuzz.sh" rvram "$fuzz_s"
 	# Every slab allocation of a bind failed in turn (failslab), for
 	# both drivers, on rvram3 (128 MiB): a failed probe leaves nothing
 	# behind (every fourth allocation; each in make check-full).
@@ -157,16 +158,21 @@ alias)
 	# and two DMA engines (--dma-engines).
 	expect kunit:rvram_vram kunit:rvram_dmirror kunit:rvram_scale rvram-alias rdma-odp-ram rdma-odp-alias rdma-odp-migrate
 	expect rdma-odp-coherent
-	expect pyverbs-odp rdma-unbind rdma-fuzz odp-dma rdma-dmabuf
+	expect rdma-unbind rdma-fuzz odp-dma rdma-dmabuf
 	expect rdma-advise
 	run_suite rvram-alias "$T/rvram-alias.sh"
 	# rdma-core's own ODP tests on rxe, with the series applied. 10 skip,
 	# as on the stock kernel (tests/vm/pyverbs-stock.txt): rdma-core 44's
 	# rxe provider has no ibv_advise_mr() (6 prefetch cases), rxe no
 	# implicit ODP (1) or XRC (1), and no huge pages are reserved (2).
-	expect_skips pyverbs-odp 10 "test_odp_*prefetch* *" "test_odp_implicit_rc_traffic *" \
-		"test_odp_xrc_traffic *" "test_odp_rc_huge_* *"
-	run_suite pyverbs-odp "$T/pyverbs-odp.sh"
+	# make check-full only (166 s here; make check runs the project's
+	# own ODP suites below).
+	if [ -n "${RVRAM_FULL:-}" ]; then
+		expect pyverbs-odp
+		expect_skips pyverbs-odp 10 "test_odp_*prefetch* *" "test_odp_implicit_rc_traffic *" \
+			"test_odp_xrc_traffic *" "test_odp_rc_huge_* *"
+		run_suite pyverbs-odp "$T/pyverbs-odp.sh"
+	fi
 	# ODP MRs on Soft-RoCE from user verbs: system RAM, then VRAM with
 	# P2P aliases, then VRAM with aliases disabled (status quo).
 	run_suite rdma-odp-ram "$T/rdma-odp.sh" ram

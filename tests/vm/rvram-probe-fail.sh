@@ -82,7 +82,7 @@ attempt() {
 step=4
 [ -n "${RVRAM_FULL:-}" ] && step=1
 first=$((RANDOM % step + 1))
-echo "# every ${step}th allocation fails in turn, from the ${first}th"
+echo "# every allocation number $first + k * $step fails in turn"
 for drv in rvram rvram-coherent; do
 	echo "$drv" > "/sys/bus/pci/devices/$gpu/driver_override"
 	n=$((first - step))
