@@ -6,9 +6,9 @@
 #                     kernel (KDIR=... to use another kernel build)
 #   make check        everything: host unit tests, series checks, kernel and
 #                     module build, VM suites (installs what it needs)
-#   make check-full   the same with every long suite at full length: the
-#                     failed-probe sweep at every allocation, three times the
-#                     stress suite's kills and fuzzing, hmm-tests at 16 GiB
+#   make check-full   the same with every suite at full length: the 16 GiB
+#                     plan, the failed-probe sweep at every allocation, five
+#                     times the stress suite's kills and fuzzing, longer races
 #   make demo         boot a guest with emulated GPUs and show rvram at work
 #   make bench        migration throughput, rvram vs test_hmm (non-debug kernel)
 #   make soak         the stress suite for an hour (debug kernel; not in check)

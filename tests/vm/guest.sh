@@ -140,7 +140,7 @@ dual)
 	# rvram2 and rvram3 as device-coherent memory next to private GPUs.
 	run_suite rvram-coherent "$T/rvram-coherent.sh"
 	# Races with shadow copies, fork/COW, VRAM exhaustion, SIGKILL,
-	# fuzzing (a third of the kills and fuzzing of make check-full).
+	# fuzzing (a fifth of the kills and fuzzing of make check-full).
 	run_suite rvram-stress "$T/rvram-stress.sh"
 	# The same race on rvram0, rvram1 reading the range through aliases.
 	run_suite hmm-race-rvram "$T/hmm-race.sh" rvram "$race_s"

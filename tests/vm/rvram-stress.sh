@@ -25,7 +25,7 @@
 #
 # RVRAM_STRESS_SEED replays a run (the seed is printed);
 # RVRAM_STRESS_SCALE multiplies the durations and counts (make soak);
-# make check runs a third of make check-full's kills and fuzzed calls
+# make check runs a fifth of make check-full's kills and fuzzed calls
 # (RVRAM_FULL, or any scale, gives the full counts);
 # RVRAM_STRESS_ONLY="cow unbind" runs only those tests (development).
 # Prints TAP.
@@ -39,8 +39,8 @@ bin=$RVRAM_GUEST_BIN/rvram-stress
 out=$RVRAM_RESULTS/rvram-stress.out
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 
-kills=10
-calls=30000
+kills=6
+calls=20000
 if [ -n "${RVRAM_FULL:-}" ] || [ -n "${RVRAM_STRESS_SCALE:-}" ]; then
 	kills=30
 	calls=100000
