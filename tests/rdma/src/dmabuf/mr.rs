@@ -15,10 +15,8 @@ struct AllocDmabuf {
 }
 
 /// `RVRAM_IOCTL_ALLOC_DMABUF`: `_IOWR('R', 0x30, struct rvram_alloc_dmabuf)`.
-const RVRAM_IOCTL_ALLOC_DMABUF: u64 = (3 << 30)
-    | ((std::mem::size_of::<AllocDmabuf>() as u64) << 16)
-    | ((b'R' as u64) << 8)
-    | 0x30;
+const RVRAM_IOCTL_ALLOC_DMABUF: u64 =
+    (3 << 30) | ((std::mem::size_of::<AllocDmabuf>() as u64) << 16) | ((b'R' as u64) << 8) | 0x30;
 
 /// Allocates a VRAM buffer object of `size` bytes on `gpu` (an open
 /// `/dev/rvramN`) and returns its dma-buf.
