@@ -198,9 +198,13 @@ alias)
 	# patches: RVRAM_RDMA_CORE) on rxe, the buffers from rvram0's VRAM.
 	# No skip is justified: each would mean that pyverbs' rvram backend,
 	# the rxe provider or rxe refused (tests/vm/pyverbs-dmabuf.sh).
-	expect pyverbs-dmabuf
-	expect_skips pyverbs-dmabuf 0
-	run_suite pyverbs-dmabuf "$T/pyverbs-dmabuf.sh"
+	# make check-full only: 423-525 s here, for ten cases that
+	# rdma-dmabuf and odp-dma's dma-buf part cover in make check.
+	if [ -n "${RVRAM_FULL:-}" ]; then
+		expect pyverbs-dmabuf
+		expect_skips pyverbs-dmabuf 0
+		run_suite pyverbs-dmabuf "$T/pyverbs-dmabuf.sh"
+	fi
 	;;
 rdma)
 	# The ODP suites alone (also part of the alias plan), for development.
