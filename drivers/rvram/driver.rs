@@ -418,7 +418,7 @@ impl<const COHERENT: bool> pci::Driver for RvramDriver<COHERENT> {
             pm.revoke_aliases();
         }
         // Data in VRAM goes back to system memory while the BAR is mapped.
-        match gpu.evict_all() {
+        match gpu.evict_all(pdev.as_ref()) {
             Ok(ev) => dev_info!(
                 pdev,
                 "{name}: removed, {} pages evicted in {} us ({} of {} pages scanned in {} \

@@ -9,6 +9,7 @@ use crate::{
         PrivatePages,
         VramKind, //
     },
+    registry::NAMES,
     stats::Stats,
 };
 use kernel::{
@@ -254,18 +255,25 @@ impl Gpu {
         }
     }
 
-    /// Moves every page out of VRAM, retrying what cannot move for up to
-    /// [`EVICT_PATIENCE`]; `EBUSY` if some pages are still in use then.
-    pub(crate) fn evict_all(&self) -> Result<Evicted> {
-        with_vram!(&self.vram, pm => Self::evict_pagemap(pm))
+    /// Moves every page out of VRAM, retrying what cannot move yet. A
+    /// device-private page's data has no other home once the BAR is
+    /// unmapped, so those are retried until they move, as long as that
+    /// takes (no system memory, say), with a log line after
+    /// [`EVICT_PATIENCE`] and then one a minute. Pages users can pin
+    /// ([`VramKind::PINNABLE`]) are retried for [`EVICT_PATIENCE`]; `EBUSY`
+    /// if some are still in use then.
+    pub(crate) fn evict_all(&self, dev: &device::Device) -> Result<Evicted> {
+        with_vram!(&self.vram, pm => self.evict_pagemap(dev, pm))
     }
 
     /// Evicts round by round, each over [`EVICT_CHUNK`] pages starting at
     /// the next page in use: the cost is in the pages used, not in the
     /// size of VRAM, of which an unbind may find only a few MiB in use.
-    fn evict_pagemap<T: VramKind>(pm: &Pagemap<T>) -> Result<Evicted> {
+    fn evict_pagemap<T: VramKind>(&self, dev: &device::Device, pm: &Pagemap<T>) -> Result<Evicted> {
         let start = Instant::<Monotonic>::now();
         let mut done = Evicted::default();
+        // Minutes of waiting already said in the log.
+        let mut said = 0;
         loop {
             let pass = Instant::<Monotonic>::now();
             done.passes += 1;
@@ -283,13 +291,28 @@ impl Gpu {
             // The passes' time, without the waits between them.
             let us = u64::try_from(pass.elapsed().as_micros_ceil()).unwrap_or(u64::MAX);
             done.us = done.us.saturating_add(us);
-            if pm.nr_used() == 0 {
+            let used = pm.nr_used();
+            if used == 0 {
                 return Ok(done);
             }
-            if start.elapsed() > EVICT_PATIENCE {
+            let waited = start.elapsed();
+            if waited <= EVICT_PATIENCE {
+                fsleep(Delta::from_millis(10));
+                continue;
+            }
+            if T::PINNABLE {
                 return Err(EBUSY);
             }
-            fsleep(Delta::from_millis(10));
+            let minutes = waited.as_millis() / 60_000;
+            if said == 0 || minutes >= said {
+                dev_warn!(
+                    dev,
+                    "{}: unbind waits for {used} VRAM pages that cannot move to system memory yet\n",
+                    NAMES[self.index].to_str().unwrap_or("rvram")
+                );
+                said = minutes + 1;
+            }
+            fsleep(Delta::from_millis(100));
         }
     }
 
@@ -349,9 +372,8 @@ pub(crate) const EVICT_CHUNK: usize = 8192;
 pub(crate) const PMD_PAGES: usize = 1 << MAX_FOLIO_ORDER;
 const _: () = assert!(EVICT_CHUNK % PMD_PAGES == 0);
 
-/// How long unbind retries pages that cannot move out of VRAM (locked by a
-/// migration in flight, or short of system memory) before it gives up on
-/// them ([`retire`]).
+/// How long unbind retries pages that users can pin before it gives up on
+/// them ([`retire`]), and waits for device-private pages before it says so.
 ///
 /// [`retire`]: crate::registry::retire
 const EVICT_PATIENCE: Delta = Delta::from_secs(10);

@@ -199,6 +199,12 @@ pub(crate) trait VramKind: PagemapOps {
     /// The device pages of this kind a migration to system memory collects.
     const SELECT: Select;
 
+    /// Whether users can hold pages of this kind for as long as they like:
+    /// a device-coherent page can be pinned (`vmsplice()` into a pipe).
+    /// Nothing holds a device-private page for long (it cannot be pinned,
+    /// and what locks it finishes), so eviction waits for those.
+    const PINNABLE: bool;
+
     /// The GPU's books of its VRAM pages.
     fn books(&self) -> &Books;
 
@@ -240,6 +246,7 @@ pub(crate) trait VramKind: PagemapOps {
 
 impl VramKind for PrivatePages {
     const SELECT: Select = Select::DEVICE_PRIVATE;
+    const PINNABLE: bool = false;
 
     fn books(&self) -> &Books {
         &self.books
@@ -270,6 +277,7 @@ impl VramKind for PrivatePages {
 
 impl VramKind for CoherentPages {
     const SELECT: Select = Select::DEVICE_COHERENT;
+    const PINNABLE: bool = true;
 
     fn books(&self) -> &Books {
         &self.books

@@ -103,11 +103,14 @@ pub(crate) fn gpu_by_name(name: &CStr) -> Option<Arc<Gpu>> {
 }
 
 /// Keeps `gpu`, whose VRAM pages are still in use after unbind (a device-
-/// coherent page pinned by a pipe, say), until they are freed: dropping its
+/// coherent page pinned by a pipe: only pages users can pin are given up
+/// on, [`VramKind::PINNABLE`]), until they are freed: dropping its
 /// pagemap now would wait for them in `memunmap_pages()`, and the unbind
 /// with it, for as long as their users like. The pagemap's claim on its
 /// physical range stays meanwhile, so a bind of the same device-coherent BAR
 /// fails with `EBUSY`. [`reap_retired`] drops it once the pages are freed.
+///
+/// [`VramKind::PINNABLE`]: crate::pages::VramKind::PINNABLE
 pub(crate) fn retire(pdev: &pci::Device<Bound>, gpu: &Arc<Gpu>, used: usize) {
     let name = NAMES[gpu.index].to_str().unwrap_or("rvram");
     let mut reg = REGISTRY.lock();
