@@ -3,15 +3,27 @@
  * Unbinding a GPU while process data is resident in its VRAM evacuates
  * the data to system RAM: every byte survives, the process keeps running.
  *
- *   rvram-unbind /dev/rvramN PCI_ADDR [MIB]
+ *   rvram-unbind /dev/rvramN PCI_ADDR [MIB [STARVE]]
  *
  * MIB (default 4) is the size of the data moved into VRAM before the
  * unbind.
+ *
+ * With STARVE (seconds), the unbind runs in a thread of its own whose
+ * allocations from rvram's code fail (fail_page_alloc, set up by the
+ * caller with task-filter and rvram's text as require-start/require-end;
+ * this program turns probability to 100 for STARVE seconds): eviction
+ * finds no system memory for that long. A device-private page's data has
+ * no other home once the BAR is unmapped, so the unbind must still wait
+ * when STARVE seconds are up (more than the driver's 10 s of patience
+ * with pages users can pin) and return once memory can be had, every
+ * byte intact.
  *
  * Prints TAP.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,8 +44,56 @@ static void check(int ok, const char *what)
 		failed++;
 }
 
+#define FAIL_PAGE_ALLOC "/sys/kernel/debug/fail_page_alloc/"
+
+static int fail_knob(const char *knob, const char *val)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), FAIL_PAGE_ALLOC "%s", knob);
+	return sysfs_write(path, val);
+}
+
+struct unbinder {
+	const char *pci;
+	int rc;
+	atomic_int done;
+};
+
+/* Unbinds with this thread's page allocations from rvram failing. */
+static void *unbind_starved(void *arg)
+{
+	struct unbinder *u = arg;
+	int fd = open("/proc/thread-self/make-it-fail", O_WRONLY);
+
+	if (fd < 0 || write(fd, "1", 1) != 1) {
+		u->rc = -errno;
+	} else {
+		u->rc = rvram_unbind(u->pci);
+		if (write(fd, "0", 1) != 1)
+			u->rc = u->rc ? u->rc : -errno;
+	}
+	if (fd >= 0)
+		close(fd);
+	atomic_store(&u->done, 1);
+	return NULL;
+}
+
+/* Waits up to SECONDS for U's unbind; whether it returned. */
+static int unbind_returned(struct unbinder *u, int seconds)
+{
+	int i;
+
+	for (i = 0; i < seconds * 10 && !atomic_load(&u->done); i++)
+		usleep(100000);
+	return atomic_load(&u->done);
+}
+
 int main(int argc, char **argv)
 {
+	struct unbinder u = { .pci = NULL };
+	pthread_t thread;
+	int starve = 0;
 	size_t npages = 1024, size;
 	struct hmm_dmirror_cmd cmd = { 0 };
 	unsigned char *buf, *mirror, *snap;
@@ -41,10 +101,13 @@ int main(int argc, char **argv)
 	struct timespec t0, t1;
 	int fd, rc;
 
-	if (argc == 4)
+	if (argc >= 4)
 		npages = strtoul(argv[3], NULL, 10) * 256;
-	if ((argc != 3 && argc != 4) || !npages || npages > (1UL << 20)) {
-		fprintf(stderr, "usage: %s /dev/rvramN PCI_ADDR [MIB]\n", argv[0]);
+	if (argc == 5)
+		starve = atoi(argv[4]);
+	if (argc < 3 || argc > 5 || !npages || npages > (1UL << 20) ||
+	    (argc == 5 && (starve <= 0 || starve > 600))) {
+		fprintf(stderr, "usage: %s /dev/rvramN PCI_ADDR [MIB [STARVE]]\n", argv[0]);
 		return 2;
 	}
 	size = npages * 4096;
@@ -70,7 +133,31 @@ int main(int argc, char **argv)
 	check(resident == npages, "every page is resident in VRAM");
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	rc = rvram_unbind(argv[2]);
+	if (!starve) {
+		rc = rvram_unbind(argv[2]);
+	} else {
+		u.pci = argv[2];
+		check(fail_knob("probability", "100") == 0,
+		      "page allocations from rvram in the unbinding thread fail from now on");
+		rc = pthread_create(&thread, NULL, unbind_starved, &u);
+		check(rc == 0, "start the unbind in a thread of its own");
+		if (rc)
+			return 1;
+		sleep(starve);
+		check(!atomic_load(&u.done),
+		      "the unbind still waits for system memory after STARVE seconds");
+		check(fail_knob("probability", "0") == 0, "page allocations succeed again");
+		if (!unbind_returned(&u, 300)) {
+			check(0, "the unbind returns within 300 s once they do");
+			printf("1..%d\n", n);
+			/* The thread stays in the kernel: nothing to join. */
+			fflush(stdout);
+			_exit(1);
+		}
+		check(1, "the unbind returns within 300 s once they do");
+		pthread_join(thread, NULL);
+		rc = u.rc;
+	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	check(rc == 0, "unbind the GPU with data resident");
 	printf("# unbind took %ld us\n",
