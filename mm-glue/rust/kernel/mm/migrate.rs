@@ -278,11 +278,15 @@ struct Pfns {
 }
 
 impl Pfns {
+    /// Arrays for `n` entries. Without a warning when memory is short: the
+    /// callers return `ENOMEM` for a size a user asked for, or retry (an
+    /// eviction, which may retry for as long as memory stays short).
     fn new(n: usize) -> Result<Self> {
-        let mut src = KVVec::with_capacity(n, GFP_KERNEL)?;
-        let mut dst = KVVec::with_capacity(n, GFP_KERNEL)?;
-        src.resize(n, 0, GFP_KERNEL)?;
-        dst.resize(n, 0, GFP_KERNEL)?;
+        let gfp = GFP_KERNEL | __GFP_NOWARN;
+        let mut src = KVVec::with_capacity(n, gfp)?;
+        let mut dst = KVVec::with_capacity(n, gfp)?;
+        src.resize(n, 0, gfp)?;
+        dst.resize(n, 0, gfp)?;
         Ok(Self { src, dst })
     }
 
