@@ -15,6 +15,7 @@ use crate::{
     },
     registry::{
         self,
+        Dir,
         Registered,
         Slot,
         NAMES,
@@ -29,10 +30,7 @@ use crate::{
 };
 use kernel::{
     cgroup::dmem,
-    debugfs::{
-        Dir,
-        File, //
-    },
+    debugfs::File,
     device::{
         self,
         Bound,

@@ -5,7 +5,7 @@
 
 use crate::gpu::Gpu;
 use kernel::{
-    debugfs::Dir,
+    debugfs,
     device::Bound,
     pci,
     prelude::*,
@@ -17,6 +17,9 @@ use kernel::{
         Monotonic, //
     },
 };
+
+/// A debugfs directory of rvram: its files hold the module while open.
+pub(crate) type Dir = debugfs::Dir<crate::LocalModule>;
 
 /// Device names, which are also the character device names.
 pub(crate) const NAMES: [&CStr; 8] = [

@@ -105,7 +105,7 @@ single)
 	expect rvram-dmem
 	run_suite rvram-dmem "$T/rvram-dmem.sh"
 	# rvram's debugfs files held open across unbind, under migrations
-	# and writers (the rmmod round waits for a fix: rvram-debugfs.sh).
+	# and writers, and across rmmod (which they make fail).
 	expect rvram-debugfs
 	run_suite rvram-debugfs "$T/rvram-debugfs.sh"
 	;;

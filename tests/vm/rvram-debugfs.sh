@@ -9,16 +9,12 @@
 # (the debugfs proxy), closing each is safe, and the kernel log stays free
 # of reports (the harness's scan).
 #
-#   rvram-debugfs.sh [rmmod]
-#
-# With `rmmod`, a second round unloads rvram with the files held, then
-# closes them: on 7.3 this oopses in full_proxy_release() (a page fault in
-# the unloaded module's memory). The Rust debugfs abstraction
-# (rust/kernel/debugfs/file_ops.rs) builds its file_operations in the
-# module that instantiates them, without an owner, so an open file does
-# not pin the module, and debugfs calls the release of those operations
-# after rmmod freed them. Not in make check until that is fixed
-# (tests/README.md, "Open defects").
+# Then rmmod with the files held: each open file holds the module (the
+# Rust debugfs abstraction sets the owner of their file_operations), so
+# rmmod fails with EBUSY and the files keep working; once they are closed
+# rmmod succeeds. Without the owner, rmmod went ahead and closing the
+# files oopsed in full_proxy_release() (a page fault in the unloaded
+# module's memory).
 # Environment: RVRAM_TOP, RVRAM_GUEST_BIN.
 set -u
 . "$(dirname "$0")/tap.sh"
@@ -97,16 +93,7 @@ round() {
 	churn 5 &
 	local ch=$!
 	sleep 2
-	case $what in
-	unbind) tap_check "unbind rvram0 with the files held, under migrations" rvram_unbind "$gpu" ;;
-	rmmod)
-		# The migrations hold /dev/rvram0, which holds the module: they
-		# end first.
-		wait $bench
-		wait $ch
-		tap_check "rmmod rvram with the files held" rmmod rvram
-		;;
-	esac
+	tap_check "unbind rvram0 with the files held, under migrations" rvram_unbind "$gpu"
 	wait $bench
 	wait $ch
 	bad=$(held_errors)
@@ -114,14 +101,34 @@ round() {
 	release
 	tap_check "$what: the held files close" true
 }
+
+# held_reads: how many held files fail a read (the message of each on
+# stderr).
+held_reads() {
+	local i out bad=0
+	for i in "${!files[@]}"; do
+		if ! out=$(LC_ALL=C dd bs=4096 count=1 <&$((40 + i)) 2>&1 >/dev/null); then
+			echo "# read of held ${files[i]}: $out" >&2
+			bad=$((bad + 1))
+		fi
+	done
+	echo $bad
+}
+
 round unbind
 tap_check "rvram0's debugfs directory is gone" test ! -e $D
 tap_check "bind rvram0 again" rvram_bind "$gpu"
 tap_check "its debugfs files are back" test -e $D/stats
-if [ "${1:-}" = rmmod ]; then
-	round rmmod
-	tap_check "rvram's debugfs root is gone" test ! -e /sys/kernel/debug/rvram
-	tap_check "rvram loads again" rvram_load
-fi
-tap_check "rmmod rvram" rmmod rvram
+
+# The open files hold the module.
+tap_check "rmmod: every file held open" hold
+out=$(LC_ALL=C rmmod rvram 2>&1)
+rc=$?
+tap_check "rmmod rvram with the files held fails ($out)" [ $rc -ne 0 ]
+tap_check "... saying the module is in use" grep -q "in use" <<< "$out"
+tap_check "... and rvram0 stays" test -e $D/stats
+tap_eq "... every held file still reads" 0 "$(held_reads)"
+release
+tap_check "rmmod rvram once they are closed" rmmod rvram
+tap_check "rvram's debugfs root is gone" test ! -e /sys/kernel/debug/rvram
 tap_done
