@@ -33,7 +33,7 @@ else
 	lo=$(head -1 <<< "$text")
 	hi=$(tail -1 <<< "$text")
 	tap_check "rvram's text in /proc/kallsyms (0x$lo-0x$hi)" \
-		[ -n "$lo" ] && [ "$lo" != 0000000000000000 ]
+		[ -n "$lo" -a "$lo" != 0000000000000000 ]
 	# The last function's end: a page past its start is enough.
 	hi=$(printf '0x%x' $((0x$hi + 4096)))
 	knobs() {
