@@ -7,13 +7,15 @@
 //! they share (base, date, sources). Each series is a directory
 //! `series/<name>/` with its own `series.toml` (subject, subject prefix,
 //! version, change-id, the series it requires, its patches) and cover
-//! letter. Each patch names the repository files it brings to their final
-//! version in the kernel tree (each file in exactly one patch of one series)
-//! and, optionally, a diff. A new file is usually added whole; a driver posted
-//! in pieces is built up instead: earlier patches of its series create and
-//! change its files through their diffs, and the patch that lists a file
-//! brings it to the repository's version, which no later patch may change
-//! (checked when the series are built).
+//! letter. Each patch names the repository files it adds to the kernel tree
+//! (each file in exactly one patch of one series) and, optionally, a diff.
+//! Every line of a file is written once, in the repository: the patch that
+//! lists a file adds the repository's version less what the diffs of the
+//! later patches of its series add to it (their hooks: a `mod` line, a
+//! field, a match arm), taken back last first. A driver posted in several
+//! patches is thus whole files plus small hooks, and its last patch leaves
+//! every file at the repository's version (checked when the series are
+//! built).
 //!
 //! A series is generated on top of the base and of the series it requires
 //! (transitively), and nothing else: its cover letter names its base commit
@@ -119,9 +121,9 @@ pub struct Patch {
     /// Commit message body, ending with its trailers (`Fixes:`, `Cc:`),
     /// without `Assisted-by:` (added by the tool) or `Signed-off-by:`.
     pub body: String,
-    /// Files this patch brings to their final version: repository path ->
-    /// path in the kernel tree. The path is new, or was created by an
-    /// earlier patch's diff of the same series.
+    /// Files this patch adds: repository path -> path in the kernel tree,
+    /// at the repository's version less the hooks that the diffs of the
+    /// later patches of the series add to them.
     #[serde(default)]
     pub files: BTreeMap<PathBuf, PathBuf>,
     /// A diff against the kernel tree as the patches before leave it,
@@ -571,14 +573,16 @@ impl<'a> Builder<'a> {
             let commit = match self.memo.get(&key) {
                 Some(c) => c.clone(),
                 None => {
-                    let c = self.commit(&parent, p).map_err(|e| {
-                        Error(format!(
-                            "{} patch {} ({}): {e}",
-                            series.name,
-                            pi + 1,
-                            p.subject
-                        ))
-                    })?;
+                    let c = self
+                        .commit(&parent, p, &series.patches[pi + 1..])
+                        .map_err(|e| {
+                            Error(format!(
+                                "{} patch {} ({}): {e}",
+                                series.name,
+                                pi + 1,
+                                p.subject
+                            ))
+                        })?;
                     self.memo.insert(key, c.clone());
                     c
                 }
@@ -591,8 +595,8 @@ impl<'a> Builder<'a> {
     }
 
     /// Checks that series `si`, ending at `last`, leaves every file it lists
-    /// at the repository's version: no patch after the one that lists a file
-    /// changes it.
+    /// at the repository's version: the later diffs that change a file add
+    /// back exactly what [`Builder::piece_blob`] took from it.
     fn check_final(&self, si: usize, last: &str) -> Result<()> {
         let series = &self.set.series[si];
         for (pi, p) in series.patches.iter().enumerate() {
@@ -606,8 +610,8 @@ impl<'a> Builder<'a> {
                     .run(&["rev-parse", &format!("{last}:{}", dst.display())])?;
                 if have != want {
                     bail!(
-                        "{} patch {} brings {} to its final version, but a later patch \
-                         changes it: list a file in the last patch that changes it",
+                        "{} patch {} adds {}, but the series does not leave it at the \
+                         repository's version: a later diff changes it beyond its hooks",
                         series.name,
                         pi + 1,
                         dst.display()
@@ -618,28 +622,94 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    fn commit(&self, parent: &str, p: &Patch) -> Result<String> {
+    /// The diff of `p` as it is applied: with a sign-off, the submitter
+    /// replaces the repository's identity in it (a new driver's
+    /// MAINTAINERS entry), and no line it adds may name a placeholder
+    /// address. The temporary file, if any, lives as long as the result.
+    fn diff_of(&self, p: &Patch) -> Result<Option<(PathBuf, Option<TempFile>)>> {
+        let Some(diff) = &p.diff else {
+            return Ok(None);
+        };
+        let diff = self.paths.repo.join(diff);
+        let Some((ours, theirs)) = &self.identity else {
+            return Ok(Some((diff, None)));
+        };
+        let text =
+            fs::read_to_string(&diff).map_err(|e| Error(format!("{}: {e}", diff.display())))?;
+        let text = text.replace(ours.as_str(), theirs);
+        if let Some(line) = text
+            .lines()
+            .find(|l| l.starts_with('+') && placeholder_in(l))
+        {
+            bail!("{}: names a placeholder address: {line}", diff.display());
+        }
+        let signed = tempfile_with(&text)?;
+        Ok(Some((signed.0.clone(), Some(signed))))
+    }
+
+    /// The blob a patch adds for repository file `src` at `dst`: the
+    /// repository's version with the diffs of the later patches of its
+    /// series (`later`) that change `dst` taken back, last first, so that
+    /// those patches bring it to the repository's version. The driver is
+    /// written once, in the repository; a later patch's diff is the hook
+    /// that adds what it brings to a file added before (a `mod` line, a
+    /// field, a match arm).
+    fn piece_blob(&self, src: &Path, dst: &Path, later: &[Patch]) -> Result<String> {
+        let abs = self.paths.repo.join(src);
+        let blob = self
+            .git
+            .run(&["hash-object", "-w", "--no-filters", &abs.to_string_lossy()])?;
+        let dst_s = dst.to_string_lossy();
+        let mut hooks = Vec::new();
+        for p in later {
+            let Some((path, tmp)) = self.diff_of(p)? else {
+                continue;
+            };
+            let text =
+                fs::read_to_string(&path).map_err(|e| Error(format!("{}: {e}", path.display())))?;
+            if diff_touches(&text, &dst_s) {
+                hooks.push((path, tmp, &p.subject));
+            }
+        }
+        if hooks.is_empty() {
+            return Ok(blob);
+        }
+        // A private index holding the file alone, rewound hook by hook.
+        let mut git = Git::new(&self.paths.base);
+        let index = self
+            .git
+            .index
+            .as_ref()
+            .expect("builder index")
+            .with_extension("piece");
+        git.index = Some(index.clone());
+        git.run(&["read-tree", "--empty"])?;
+        git.run(&[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("100644,{blob},{dst_s}"),
+        ])?;
+        for (path, _tmp, subject) in hooks.iter().rev() {
+            let include = format!("--include={dst_s}");
+            git.run(&["apply", "--cached", "-R", &include, &path.to_string_lossy()])
+                .map_err(|e| {
+                    Error(format!(
+                        "{}: the diff of the later patch \"{subject}\" does not take back \
+                         from the repository's version: {e}",
+                        src.display()
+                    ))
+                })?;
+        }
+        let rewound = git.run(&["rev-parse", &format!(":{dst_s}")])?;
+        let _ = fs::remove_file(&index);
+        Ok(rewound)
+    }
+
+    fn commit(&self, parent: &str, p: &Patch, later: &[Patch]) -> Result<String> {
         let git = &self.git;
         git.run(&["read-tree", parent])?;
-        if let Some(diff) = &p.diff {
-            let mut diff = self.paths.repo.join(diff);
-            // Signed off: the submitter, not the repository's identity, is
-            // who a diff names (as a new driver's maintainer), and no line
-            // it adds may name a placeholder address.
-            let signed;
-            if let Some((ours, theirs)) = &self.identity {
-                let text = fs::read_to_string(&diff)
-                    .map_err(|e| Error(format!("{}: {e}", diff.display())))?;
-                let text = text.replace(ours.as_str(), theirs);
-                if let Some(line) = text
-                    .lines()
-                    .find(|l| l.starts_with('+') && placeholder_in(l))
-                {
-                    bail!("{}: names a placeholder address: {line}", diff.display());
-                }
-                signed = tempfile_with(&text)?;
-                diff = signed.0.clone();
-            }
+        if let Some((diff, _tmp)) = self.diff_of(p)? {
             git.run(&[
                 "apply",
                 "--cached",
@@ -650,7 +720,7 @@ impl<'a> Builder<'a> {
         for (src, dst) in &p.files {
             let abs = self.paths.repo.join(src);
             let meta = fs::metadata(&abs).map_err(|e| Error(format!("{}: {e}", src.display())))?;
-            let blob = git.run(&["hash-object", "-w", "--no-filters", &abs.to_string_lossy()])?;
+            let blob = self.piece_blob(src, dst, later)?;
             let mode = if is_executable(&meta) {
                 "100755"
             } else {
@@ -1063,6 +1133,19 @@ fn placeholder_in(line: &str) -> bool {
 }
 
 /// A temporary file with `text`, removed when dropped.
+/// Whether a unified diff changes `path` (a `diff --git a/PATH b/PATH`
+/// header, or a `+++ b/PATH` / `--- a/PATH` line).
+fn diff_touches(diff: &str, path: &str) -> bool {
+    diff.lines().any(|l| {
+        l.strip_prefix("+++ b/")
+            .or_else(|| l.strip_prefix("--- a/"))
+            == Some(path)
+            || l.strip_prefix("diff --git a/")
+                .and_then(|r| r.split_once(" b/"))
+                .is_some_and(|(a, b)| a == path || b == path)
+    })
+}
+
 struct TempFile(PathBuf);
 
 impl Drop for TempFile {

@@ -397,11 +397,33 @@ fn a_piece_listed_after_its_diffs_is_final() {
 }
 
 #[test]
-fn a_file_changed_after_its_final_version_is_refused() {
-    let s = Scratch::new("later");
+fn a_later_hook_is_taken_back_from_the_file_it_changes() {
+    let s = Scratch::new("hook");
     pieces(&s, Some("series/drv/2.diff"));
-    // The third patch only touches README: fine.
+    // The third patch only touches README: the file is added final.
     assert_eq!(build_commits(&s.paths()).unwrap().len(), 3);
+    // The third patch hooks a line into d.c: patch 2 adds the repository's
+    // d.c without it, patch 3 adds it back, and the file is written once.
+    s.write("drivers/d.c", "int a;\nint b;\nint c;\n");
+    s.write(
+        "series/drv/2.diff",
+        "diff --git a/drivers/d.c b/drivers/d.c\n--- a/drivers/d.c\n+++ b/drivers/d.c\n\
+         @@ -1,2 +1,3 @@\n int a;\n int b;\n+int c;\n",
+    );
+    let commits = build_commits(&s.paths()).unwrap();
+    let dir = s.0.join("base");
+    let base = Git::new(&dir);
+    let show = |c: &str| base.run(&["show", &format!("{c}:drivers/d.c")]).unwrap();
+    assert_eq!(show(&commits[0]), "int a;");
+    assert_eq!(show(&commits[1]), "int a;\nint b;");
+    assert_eq!(show(&commits[2]), "int a;\nint b;\nint c;");
+}
+
+#[test]
+fn a_hook_that_does_not_match_the_repository_is_refused() {
+    let s = Scratch::new("stalehook");
+    pieces(&s, Some("series/drv/2.diff"));
+    // The hook adds a line the repository's d.c does not end with.
     s.write(
         "series/drv/2.diff",
         "diff --git a/drivers/d.c b/drivers/d.c\n--- a/drivers/d.c\n+++ b/drivers/d.c\n\
@@ -409,7 +431,7 @@ fn a_file_changed_after_its_final_version_is_refused() {
     );
     let err = build_commits(&s.paths()).unwrap_err().0;
     assert!(
-        err.contains("drv patch 2 brings drivers/d.c to its final version"),
+        err.contains("drv patch 2") && err.contains("does not take back"),
         "{err}"
     );
 }
