@@ -9,12 +9,14 @@ use crate::{
         PrivatePages,
         VramKind, //
     },
-    registry::NAMES,
     stats::Stats,
 };
 use kernel::{
     cgroup::dmem,
-    device,
+    device::{
+        self,
+        Bound, //
+    },
     mm::{
         migrate::{
             Eviction,
@@ -27,6 +29,7 @@ use kernel::{
             MAX_FOLIO_ORDER, //
         },
     },
+    page::PAGE_SIZE,
     pci,
     prelude::*,
     sync::{
@@ -53,6 +56,12 @@ use kernel::{
         Monotonic, //
     },
 };
+
+/// Device names, which are also the character device names: a GPU's is
+/// `NAMES[index]`.
+pub(crate) const NAMES: [&CStr; 8] = [
+    c"rvram0", c"rvram1", c"rvram2", c"rvram3", c"rvram4", c"rvram5", c"rvram6", c"rvram7",
+];
 
 /// A GPU's VRAM, as the pagemap of its kind.
 pub(crate) enum Vram {
@@ -155,25 +164,67 @@ impl AliasesOff {
 }
 
 impl Gpu {
-    /// A bound GPU's state, for its initializer.
+    /// The state of the GPU `pdev` at `index`, whose VRAM is `vram`:
+    /// registers that VRAM as a dmem cgroup region,
+    /// `rvram/0000:00:05.0/vram` in the cgroup files, as DRM names its
+    /// regions `drm/<device>/<region>`, which migrations into VRAM of
+    /// either kind (and buffer objects) are charged to.
     pub(crate) fn new(
         index: usize,
-        dev: ARef<device::Device>,
+        pdev: &pci::Device<Bound>,
         vram: Vram,
         exports: Option<pci::ExportHandle>,
-        region: Option<dmem::Region>,
-    ) -> impl PinInit<Self, Error> {
-        try_pin_init!(Gpu {
-            index,
-            dev,
-            vram,
-            exports,
-            dmem <- new_mutex!(region),
-            unbound: Atomic::new(false),
-            bound <- new_srcu!(),
-            files: Atomic::new(0),
-            aliases_off <- new_mutex!(AliasesOff::default()),
+    ) -> impl PinInit<Self, Error> + '_ {
+        pin_init::pin_init_scope(move || {
+            let dev: &device::Device<Bound> = pdev.as_ref();
+            let size = (vram.nr_pages() * PAGE_SIZE) as u64;
+            let region = dmem::Region::register(size, fmt!("rvram/{}/vram", dev.name()))?;
+            let dev: &device::Device = AsRef::<device::Device<Bound>>::as_ref(pdev);
+            Ok(try_pin_init!(Gpu {
+                index,
+                dev: dev.into(),
+                vram,
+                exports,
+                dmem <- new_mutex!(Some(region)),
+                unbound: Atomic::new(false),
+                bound <- new_srcu!(),
+                files: Atomic::new(0),
+                aliases_off <- new_mutex!(AliasesOff::default()),
+            }))
         })
+    }
+
+    /// Unbinds the GPU of `pdev`: no new migrations into VRAM (open files
+    /// get `ENODEV` from now on), out of the cgroup files, no new aliases,
+    /// and every page evicted from VRAM while the BAR is still mapped.
+    /// `EBUSY` if pages users can pin ([`VramKind::PINNABLE`]) stay in use:
+    /// the caller then keeps the GPU's pagemap until they are freed.
+    pub(crate) fn unbind(&self, pdev: &pci::Device<Bound>) -> Result {
+        let name = NAMES[self.index].to_str().unwrap_or("rvram");
+        self.set_unbound();
+        // Out of the cgroup files, so that limits set after a rebind apply
+        // to the new region of the same name. Buffers that outlive the
+        // binding are uncharged when they go.
+        drop(self.dmem.lock().take());
+        // No new aliases; eviction below invalidates every mirror that holds
+        // one, before the P2P provider goes with the device.
+        if let Vram::Private(pm) = &self.vram {
+            pm.revoke_aliases();
+        }
+        let ev = self.evict_all(pdev.as_ref())?;
+        dev_info!(
+            pdev,
+            "{name}: removed, {} pages evicted in {} us ({} of {} pages scanned in {} \
+             pass(es), {} chunk and {} page bits walked)\n",
+            ev.pages,
+            ev.us,
+            ev.scanned,
+            self.vram.nr_pages(),
+            ev.passes,
+            ev.walk.chunk_bits,
+            ev.walk.page_bits
+        );
+        Ok(())
     }
 
     /// Counts a file that starts (`off`) or stops keeping this GPU's aliases

@@ -3,7 +3,10 @@
 //! Module-wide state: the debugfs root, the bound GPUs by index, and the
 //! unbound GPUs whose VRAM pages are still in use.
 
-use crate::gpu::Gpu;
+use crate::gpu::{
+    Gpu,
+    NAMES, //
+};
 use kernel::{
     debugfs,
     device::Bound,
@@ -20,11 +23,6 @@ use kernel::{
 
 /// A debugfs directory of rvram: its files hold the module while open.
 pub(crate) type Dir = debugfs::Dir<crate::LocalModule>;
-
-/// Device names, which are also the character device names.
-pub(crate) const NAMES: [&CStr; 8] = [
-    c"rvram0", c"rvram1", c"rvram2", c"rvram3", c"rvram4", c"rvram5", c"rvram6", c"rvram7",
-];
 
 /// Module-wide state: the debugfs root and the bound GPUs by index.
 pub(crate) struct Registry {
@@ -76,6 +74,12 @@ impl Slot {
         core::mem::forget(self);
         Registered(gpu)
     }
+}
+
+/// Takes `gpu` out of the registry, first thing at unbind: no file opens
+/// it and no peer finds it from then on.
+pub(crate) fn unregister(gpu: &Gpu) {
+    REGISTRY.lock().gpus[gpu.index] = None;
 }
 
 /// A GPU in the registry: takes it out when dropped (with the device's

@@ -25,18 +25,19 @@
 //!
 //! The pieces, one concept per file:
 //!
-//! - [`driver`]: the PCI driver: probe (VRAM of either kind, its aliases,
-//!   dma-buf exporter, cgroup region, character device, debugfs) and unbind
-//!   (eviction, revocation);
+//! - [`driver`]: the PCI driver: which devices it binds, and how VRAM of
+//!   each kind is mapped (with its aliases and dma-buf exporter);
 //! - [`gpu`]: what outlives a binding while files are open: the GPU, its
-//!   state and its VRAM's pagemap, and eviction;
+//!   state and its VRAM's pagemap, its cgroup region, and unbind
+//!   (eviction, revocation);
 //! - [`pages`]: the owner side of VRAM pages of each kind (copies in and out
 //!   of the BAR, CPU faults), generic over the kind; a peer's alias of a
 //!   page is core's, from the pagemap's description that [`driver`] gives;
 //! - [`registry`]: module-wide state: GPUs by index, retired GPUs;
-//! - [`stats`]: the event counters in debugfs;
-//! - [`scale`]: the scale benchmark's debugfs files (VRAM fill, allocation
-//!   latency);
+//! - [`debugfs`]: every file of a GPU's debugfs directory;
+//! - [`stats`]: the event counters;
+//! - [`scale`]: the scale benchmark behind two debugfs files (VRAM fill,
+//!   allocation latency);
 //! - [`vram`]: VRAM geometry, which file owns a page, cgroup charges;
 //! - [`dmirror`]: the `lib/test_hmm` ioctl ABI of `/dev/rvramN`;
 //! - [`bo`]: VRAM buffer objects exported as dma-bufs.
@@ -51,6 +52,7 @@ use kernel::{
 };
 
 mod bo;
+mod debugfs;
 mod dmirror;
 mod driver;
 mod gpu;

@@ -2,16 +2,9 @@
 
 //! The event counters of a GPU, shown in `/sys/kernel/debug/rvram/rvramN/stats`.
 
-use crate::gpu::{
-    Gpu,
-    Vram, //
-};
-use kernel::sync::{
-    atomic::{
-        Atomic,
-        Relaxed, //
-    },
-    Arc, //
+use kernel::sync::atomic::{
+    Atomic,
+    Relaxed, //
 };
 
 /// Defines [`Stats`] from one list: each counter's field, its name in the
@@ -31,7 +24,7 @@ macro_rules! counters {
             }
 
             /// One `name value` line per counter.
-            fn show(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            pub(crate) fn show(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
                 $(writeln!(f, concat!($name, " {}"), self.$field.load(Relaxed))?;)+
                 Ok(())
             }
@@ -63,24 +56,4 @@ counters! {
     dmabufs => "dmabufs_exported",
     /// VRAM buffer objects released.
     dmabufs_freed => "dmabufs_released",
-}
-
-/// The debugfs `stats` file of `gpu`: its VRAM's size and use around the
-/// counters.
-pub(crate) fn show(gpu: &Arc<Gpu>, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-    let v = &gpu.vram;
-    let reserved = match v {
-        Vram::Private(pm) => pm.nr_reserved(),
-        Vram::Coherent(_) => 0,
-    };
-    // Pages that peers got as aliases, counted by core mm.
-    let aliases = match v {
-        Vram::Private(pm) => pm.aliases_reported(),
-        Vram::Coherent(_) => 0,
-    };
-    writeln!(f, "pages_total {}", v.nr_pages())?;
-    writeln!(f, "pages_resident {}", v.nr_used())?;
-    v.stats().show(f)?;
-    writeln!(f, "alias_grants {aliases}")?;
-    writeln!(f, "dmabuf_pages {}", reserved)
 }
