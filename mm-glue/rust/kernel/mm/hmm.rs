@@ -939,6 +939,20 @@ impl<'a> HmmPfn<'a> {
         // SAFETY: As above, a page of a `Pagemap<P>`.
         Some(unsafe { DeviceFolio::from_raw(bindings::page_folio(page)) })
     }
+
+    /// As [`HmmPfn::device_folio`], with the index in its pagemap of the
+    /// page this entry names, which may be any page of the folio (an entry
+    /// of a range that starts inside a device THP). Computed from the
+    /// folio's own index, not from the page's pfn.
+    pub fn device_page<P: PagemapOps>(&self) -> Option<(&'a DeviceFolio<P>, usize)> {
+        let folio = self.device_folio::<P>()?;
+        let page = self.page()?;
+        // SAFETY: `page` is a page of `folio` (its `page_folio()`), whose
+        // struct pages are one array starting with the folio's, as
+        // `folio_page_idx()` counts them.
+        let i = unsafe { page.offset_from(folio.as_raw().cast::<bindings::page>()) };
+        Some((folio, folio.index() + usize::try_from(i).ok()?))
+    }
 }
 
 #[kunit_tests(rust_kernel_mm_hmm)]
@@ -982,13 +996,19 @@ mod tests {
             GFP_KERNEL,
         )?;
         let mut req = RangeRequest::new(addr, n, false)?;
-        let (own_device, own_order) = {
+        let (own_device, own_order, own_indexed) = {
             let f = own.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
             let device = f
                 .iter()
                 .filter(|(_, p)| p.device_folio::<Backing>().is_some())
                 .count();
-            (device, f.pfn(0).map(|p| p.map_order()))
+            // Single pages: each entry's page is its folio's first.
+            let indexed = f
+                .iter()
+                .filter_map(|(_, p)| p.device_page::<Backing>())
+                .filter(|(folio, index)| *index == folio.index())
+                .count();
+            (device, f.pfn(0).map(|p| p.map_order()), indexed)
         };
         let used_after_own = pm.nr_used();
 
@@ -1023,6 +1043,7 @@ mod tests {
 
         assert_eq!(moved, n);
         assert_eq!(own_device, n);
+        assert_eq!(own_indexed, n);
         assert_eq!(own_order, Some(0));
         assert_eq!(used_after_own, n);
         assert_eq!(other_valid, n);
