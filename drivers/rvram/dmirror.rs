@@ -379,8 +379,7 @@ impl DmirrorFile {
             {
                 let f = self.mirror.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
                 for ((_, pfn), dst) in f.iter().zip(chunk.chunks_mut(PAGE_SIZE)) {
-                    if let Some(folio) = pfn.device_folio::<PrivatePages>() {
-                        let index = folio.index() + (pfn.pfn().ok_or(EFAULT)? - folio.pfn());
+                    if let Some((folio, index)) = pfn.device_page::<PrivatePages>() {
                         folio.pagemap().data().read_page(index, dst)?;
                     } else if pfn.is_alias() {
                         pfn.read_alias(dst).ok_or(EFAULT)?;
@@ -433,11 +432,10 @@ impl DmirrorFile {
         let mut req = self.request(addr, src.len(), true)?;
         let f = self.mirror.fault(&mut req, DEFAULT_TIMEOUT_MS)?;
         for ((va, pfn), src) in f.iter().zip(src.chunks(PAGE_SIZE)) {
-            if let Some(folio) = pfn.device_folio::<PrivatePages>() {
+            if let Some((folio, index)) = pfn.device_page::<PrivatePages>() {
                 if !pfn.is_writable() {
                     return Ok(Some(va));
                 }
-                let index = folio.index() + (pfn.pfn().ok_or(EFAULT)? - folio.pfn());
                 folio.pagemap().data().write_page(index, src)?;
             } else if pfn.is_alias() {
                 pfn.write_alias(src).ok_or(EPERM)?;

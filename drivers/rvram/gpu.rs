@@ -19,10 +19,10 @@ use kernel::{
     },
     mm::{
         migrate::{
-            Eviction,
-            NewSystemFolio, //
+            Eviction, //
         },
         pagemap::{
+            DeviceFolio,
             Owner,
             Pagemap,
             UsedWalk,
@@ -335,7 +335,7 @@ impl Gpu {
                 let count = EVICT_CHUNK.min(pm.nr_pages() - first);
                 // Out of memory for the round's arrays: the next try may
                 // have it.
-                done.pages += Self::evict_range(pm, first, count).unwrap_or(0);
+                done.pages += evict_range(pm, first, count, |_| true).map_or(0, |r| r.pages);
                 done.scanned += count;
                 next = first + count;
             }
@@ -366,32 +366,51 @@ impl Gpu {
             fsleep(Delta::from_millis(100));
         }
     }
+}
 
-    /// Moves the folios of VRAM pages `first..first + count` that can move
-    /// now; returns how many pages moved. A folio that is locked or pinned,
-    /// or for which there is no system memory at the moment, stays.
-    fn evict_range<T: VramKind>(pm: &Pagemap<T>, first: usize, count: usize) -> Result<usize> {
-        let stats = pm.data().stats();
-        let mut ev = Eviction::collect(pm, first, count)?;
-        for i in 0..ev.len() {
-            let Some((folio, _)) = ev.source(i) else {
-                continue;
-            };
-            let Ok(mut new) = NewSystemFolio::alloc(folio.order()) else {
-                stats.alloc_fail.fetch_add(1, Relaxed);
-                continue;
-            };
-            if T::copy_out(pm, folio, &mut new).is_ok() {
-                ev.set_system(i, new)?;
-            }
-            // VRAM may hold 64 GiB: a scheduling point per folio.
-            might_sleep();
+/// What [`evict_range`] did.
+pub(crate) struct RangeEvicted {
+    /// Pages moved to system memory.
+    pub(crate) pages: usize,
+    /// Whether a folio stayed for want of system memory.
+    pub(crate) no_memory: bool,
+}
+
+/// The one eviction, for unbind and `HMM_DMIRROR_RELEASE`: moves the folios
+/// of VRAM pages `first..first + count` that `pick` selects and that can
+/// move now to system memory, wherever they are mapped. A folio that is
+/// locked or pinned, or for which there is no system memory at the moment,
+/// stays. Only the folios in the range are collected (unmapped and
+/// locked): other pages' mappings are not touched.
+pub(crate) fn evict_range<T: VramKind>(
+    pm: &Pagemap<T>,
+    first: usize,
+    count: usize,
+    pick: impl Fn(&DeviceFolio<T>) -> bool,
+) -> Result<RangeEvicted> {
+    let mut ev = Eviction::collect(pm, first, count)?;
+    let mut no_memory = false;
+    for i in 0..ev.len() {
+        let Some((folio, _)) = ev.source(i) else {
+            continue;
+        };
+        if !pick(folio) {
+            continue;
         }
-        let n = ev.finish();
-        stats.evicted.fetch_add(n as u64, Relaxed);
-        stats.pages_to_ram.fetch_add(n as u64, Relaxed);
-        Ok(n)
+        match T::move_out(pm, folio) {
+            Ok(new) => ev.set_system(i, new)?,
+            Err(e) if e == ENOMEM => no_memory = true,
+            // The BAR did not read back: the folio stays where its data is.
+            Err(_) => {}
+        }
+        // VRAM may hold 64 GiB: a scheduling point per folio.
+        might_sleep();
     }
+    let pages = ev.finish();
+    let stats = pm.data().stats();
+    stats.evicted.fetch_add(pages as u64, Relaxed);
+    stats.pages_to_ram.fetch_add(pages as u64, Relaxed);
+    Ok(RangeEvicted { pages, no_memory })
 }
 
 /// What an eviction did.

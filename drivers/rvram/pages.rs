@@ -156,23 +156,22 @@ impl PrivatePages {
         pm: &Pagemap<Self>,
         fault: &DeviceFault<'_, Self>,
     ) -> core::result::Result<(), FaultError> {
-        let data = pm.data();
         let mut mig = MigrateVma::for_fault(fault, pm.owner()).map_err(|_| FaultError::SigBus)?;
         for i in 0..mig.len() {
-            let (index, order) = match mig.source(i) {
-                Source::Device { folio, .. } => (folio.index(), folio.order()),
-                _ => continue,
+            let Source::Device { folio, .. } = mig.source(i) else {
+                continue;
             };
-            let mut new = NewSystemFolio::alloc(order).map_err(|_| {
-                data.books.stats.alloc_fail.fetch_add(1, Relaxed);
-                FaultError::Oom
+            let new = Self::move_out(pm, folio).map_err(|e| {
+                if e == ENOMEM {
+                    FaultError::Oom
+                } else {
+                    FaultError::SigBus
+                }
             })?;
-            data.read_pages(index, &mut new)
-                .map_err(|_| FaultError::SigBus)?;
             mig.set_system(i, new).map_err(|_| FaultError::SigBus)?;
         }
         let moved = mig.migrate();
-        let stats = &data.books.stats;
+        let stats = &pm.data().books.stats;
         stats.to_sys.fetch_add(moved.count() as u64, Relaxed);
         stats.pages_to_ram.fetch_add(moved.pages() as u64, Relaxed);
         Ok(())
@@ -234,6 +233,18 @@ pub(crate) trait VramKind: PagemapOps {
 
     /// Copies page `p` of the VRAM folio `src` into `dst` (one page).
     fn read(pm: &Pagemap<Self>, src: &DeviceFolio<Self>, p: usize, dst: &mut [u8]) -> Result;
+
+    /// The one way out of VRAM, for CPU faults, `HMM_DMIRROR_MIGRATE_TO_SYS`
+    /// and eviction: a new system folio of `src`'s order that holds its
+    /// data. `ENOMEM`, counted in `alloc_failures`, when system memory has
+    /// none for it now.
+    fn move_out(pm: &Pagemap<Self>, src: &DeviceFolio<Self>) -> Result<NewSystemFolio> {
+        let mut new = NewSystemFolio::alloc(src.order()).inspect_err(|_| {
+            pm.data().stats().alloc_fail.fetch_add(1, Relaxed);
+        })?;
+        Self::copy_out(pm, src, &mut new)?;
+        Ok(new)
+    }
 
     /// Copies the VRAM folio `src` into `dst`, a system folio of its order.
     fn copy_out(pm: &Pagemap<Self>, src: &DeviceFolio<Self>, dst: &mut NewSystemFolio) -> Result {

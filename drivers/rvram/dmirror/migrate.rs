@@ -16,6 +16,7 @@ use super::{
 };
 use crate::{
     gpu::{
+        evict_range,
         with_vram,
         EVICT_CHUNK,
         PMD_PAGES, //
@@ -30,9 +31,7 @@ use kernel::{
             DEFAULT_TIMEOUT_MS, //
         },
         migrate::{
-            Eviction,
             MigrateVma,
-            NewSystemFolio,
             Select,
             Source, //
         },
@@ -263,20 +262,18 @@ impl DmirrorFile {
                 let Source::Device { folio, .. } = mig.source(i) else {
                     continue;
                 };
-                let order = folio.order();
-                let fail = self.fail_alloc();
-                let new = if fail {
-                    Err(ENOMEM)
-                } else {
-                    NewSystemFolio::alloc(order)
-                };
-                let Ok(mut new) = new else {
-                    if order == 0 && !fail {
-                        oom = true;
-                    }
+                // FLAGS bit 0: this allocation fails, once.
+                if self.fail_alloc() {
                     continue;
+                }
+                let new = match T::move_out(pm, folio) {
+                    Ok(new) => new,
+                    Err(e) if e == ENOMEM => {
+                        oom |= folio.order() == 0;
+                        continue;
+                    }
+                    Err(e) => return Err(e),
                 };
-                T::copy_out(pm, folio, &mut new)?;
                 mig.set_system(i, new)?;
             }
             // cpages counts pages, migrated_to_ram folios.
@@ -317,27 +314,15 @@ impl DmirrorFile {
                 // two rounds.
                 let end = end.min((first + EVICT_CHUNK) & !(PMD_PAGES - 1));
                 from = end;
-                // Only this file's pages are collected (unmapped and
-                // locked): other users' mappings are not touched.
-                let mut ev = Eviction::collect(pm, first, end - first)?;
-                for i in 0..ev.len() {
-                    let Some((folio, _)) = ev.source(i) else {
-                        continue;
-                    };
-                    // Freed and handed to another file since the scan: a
-                    // collected page cannot change hands, so this holds.
-                    if owners.get(folio.index()) != self.id {
-                        continue;
-                    }
-                    let mut new = NewSystemFolio::alloc(folio.order())?;
-                    T::copy_out(pm, folio, &mut new)?;
-                    ev.set_system(i, new)?;
+                // Only this file's pages are collected, not other users'.
+                // One freed and handed to another file since the scan is
+                // skipped: a collected page cannot change hands.
+                let done = evict_range(pm, first, end - first, |folio| {
+                    owners.get(folio.index()) == self.id
+                })?;
+                if done.no_memory {
+                    return Err(ENOMEM);
                 }
-                let n = ev.finish();
-                let stats = pm.data().stats();
-                stats.evicted.fetch_add(n as u64, Relaxed);
-                stats.pages_to_ram.fetch_add(n as u64, Relaxed);
-                might_sleep();
             }
             // A page that moved is untagged when it is freed; one that is
             // still tagged was locked or pinned: try it again.
