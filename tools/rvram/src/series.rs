@@ -1321,8 +1321,16 @@ pub fn apply(paths: &Paths) -> Result<Vec<String>> {
             .unwrap_or(f)
             .to_string_lossy()
             .into_owned();
-        git.run(&["apply", "--cached", &f.to_string_lossy()])
-            .map_err(|e| Error(format!("{name} does not apply: {e}")))?;
+        // Series for different trees are each made on their own
+        // prerequisites, so where two of them add neighbouring lines (the
+        // includes of rust/bindings/bindings_helper.h) one's context is not
+        // the other's tree: merge it in as the maintainer who merges the
+        // two trees would, with the preimage its index line names.
+        if let Err(plain) = git.run(&["apply", "--cached", &f.to_string_lossy()]) {
+            git.run(&["apply", "--cached", "--3way", &f.to_string_lossy()])
+                .map_err(|e| Error(format!("{name} does not apply: {plain}; merged: {e}")))?;
+            eprintln!("rvram: {name}: applied with a 3-way merge");
+        }
         let tree = git.run(&["write-tree"])?;
         let text = fs::read_to_string(f)?;
         let subject = text

@@ -523,3 +523,65 @@ fn one_patch_carries_its_cover_below_the_marker() {
     );
     assert!(fill_notes("Subject: x\n\nno marker\n", "n").is_err());
 }
+
+/// Two series for different trees, each made on the base alone, that add
+/// neighbouring lines of one file: the second's context is not the tree
+/// the first leaves, and the test kernel merges it in.
+#[test]
+fn series_of_two_trees_that_touch_neighbouring_lines_apply_in_turn() {
+    let s = Scratch::new("trees");
+    let base = s.0.join("base");
+    fs::write(base.join("inc.h"), "1\n2\n3\n4\n5\n6\n7\n8\n").unwrap();
+    let sh = |args: &[&str]| {
+        assert!(Command::new("git")
+            .args(args)
+            .current_dir(&base)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap()
+            .success());
+    };
+    sh(&["add", "inc.h"]);
+    sh(&["commit", "-q", "-m", "inc"]);
+    sh(&["tag", "-f", "base"]);
+    s.no_maintainers();
+    s.write(
+        "series/series.toml",
+        "date = \"2026-11-21 00:00:00 +0000\"\nsources = [\"drivers\"]\n\
+         assisted_by = \"LLM\"\ndisclosure = \"Made with an LLM.\"\nseries = [\"a\", \"b\"]\n\
+         [base]\nname = \"v7.3.4\"\n",
+    );
+    // The hand-kept diffs carry one line of context, so that they apply
+    // both on the base alone and one after the other; the patches made
+    // from them carry three, as format-patch writes them.
+    for (name, after) in [("a", 3), ("b", 5)] {
+        s.write(&format!("series/{name}/cover.txt"), "Lines.\n");
+        s.write(
+            &format!("series/{name}/1.diff"),
+            &format!(
+                "diff --git a/inc.h b/inc.h\n--- a/inc.h\n+++ b/inc.h\n\
+                 @@ -{after},2 +{after},3 @@\n {after}\n+{after}a\n {}\n",
+                after + 1
+            ),
+        );
+        s.write(
+            &format!("series/{name}/series.toml"),
+            &format!(
+                "subject = \"{name}: a line\"\ncover = \"series/{name}/cover.txt\"\n\
+                 change_id = \"20261126-{name}-0123456789ab\"\n\
+                 [[patch]]\nsubject = \"{name}: add a line\"\nbody = \"A line.\"\n\
+                 diff = \"series/{name}/1.diff\"\n"
+            ),
+        );
+    }
+    let paths = s.paths();
+    export(&paths, &Identity::default()).unwrap();
+    let commits = apply(&paths).unwrap();
+    let dir = s.0.join("base");
+    let git = Git::new(&dir);
+    let last = commits.last().unwrap();
+    assert_eq!(
+        git.run(&["show", &format!("{last}:inc.h")]).unwrap(),
+        "1\n2\n3\n3a\n4\n5\n5a\n6\n7\n8"
+    );
+}
