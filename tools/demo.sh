@@ -24,3 +24,4 @@ debug) echo "rvram demo: on the debug test kernel ($kobj: KASAN, lockdep," \
 	"DEBUG_VM; times are a debug kernel's; make bench builds the non-debug one)" ;;
 esac
 sed -n '/^=== rvram demo/,/^=== end/p' results/demo/console.log
+echo "rvram demo: the kernel log, with the module's KUnit results: results/demo/dmesg.txt"

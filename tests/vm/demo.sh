@@ -12,6 +12,10 @@ say() { printf '\n=== rvram demo: %s\n' "$*"; }
 bin=$RVRAM_TOP/target/release/rvram-rdma-test
 args=(--device rxe0 --gid-index 1 --mtu 4096 --size 4M --timeout 120 --vram /dev/rvram0 --demo)
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
+# The story, not the kernel log: rvram's KUnit suites run at insmod and
+# print their KTAP at KERN_INFO. The console keeps errors (a report would
+# still show); the whole log goes to results/demo/dmesg.txt.
+dmesg -n 4
 {
 say "the emulated GPUs (ivshmem-plain, 1af4:1110) and their PCIe switch"
 for d in /sys/bus/pci/devices/*; do
@@ -21,7 +25,7 @@ for d in /sys/bus/pci/devices/*; do
 done
 say "insmod rvram.ko, and the GPUs assigned to it (driver_override), in PCI address order"
 rvram_load
-dmesg | grep -E "rvram" | tail -6
+dmesg | grep -E "rvram[0-9]: [0-9]+ MiB of VRAM" | tail -6
 say "Soft-RoCE: rxe0 on lo"
 ip link set lo up
 modprobe rdma_rxe
