@@ -17,11 +17,15 @@ if [ -f "$RVRAM_CACHE/build/nodebug/arch/x86/boot/bzImage" ]; then
 fi
 kobj=$(tools/kernel.sh $variant "$(target/release/rvram series apply)")
 make -s KDIR="$kobj" modules
-tools/vm.sh --kernel "$kobj" --gpus 2 --vram 256,128 demo results/demo
+# vm.sh exits with the guest's status, which a powered-off guest makes
+# non-zero (as for every plan: check.sh reads the results instead); the
+# demo's verdict is its story reaching its end.
+tools/vm.sh --kernel "$kobj" --gpus 2 --vram 256,128 demo results/demo || true
 case $variant in
 nodebug) echo "rvram demo: on the non-debug kernel ($kobj)" ;;
 debug) echo "rvram demo: on the debug test kernel ($kobj: KASAN, lockdep," \
 	"DEBUG_VM; times are a debug kernel's; make bench builds the non-debug one)" ;;
 esac
 sed -n '/^=== rvram demo/,/^=== end/p' results/demo/console.log
+grep -q '^=== end' results/demo/console.log || die "the demo did not finish (results/demo/console.log)"
 echo "rvram demo: the kernel log, with the module's KUnit results: results/demo/dmesg.txt"
