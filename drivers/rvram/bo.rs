@@ -69,22 +69,19 @@ unsafe impl AsBytes for AllocDmabuf {}
 /// that Documentation/userspace-api/ioctl/ioctl-number.rst gives rvram.
 pub(crate) const ALLOC_DMABUF: u32 = _IOWR::<AllocDmabuf>(b'R' as u32, 0x30);
 
-/// The VRAM behind one exported dma-buf.
+/// The VRAM behind one exported dma-buf. Its fields drop in order: the
+/// VRAM goes back to the allocator before the charge is dropped.
 struct Bo {
     gpu: Arc<Gpu>,
-    vram: Option<Reservation>,
-    /// Uncharged when the buffer goes, after its VRAM (see `drop()`).
+    _vram: Reservation,
     _charge: Charge,
 }
 
 impl Drop for Bo {
     fn drop(&mut self) {
-        if let Some(r) = self.vram.take() {
-            // Only device-private VRAM has buffer objects.
-            if let Vram::Private(pm) = &self.gpu.vram {
-                pm.data().books.stats.dmabufs_freed.fetch_add(1, Relaxed);
-                pm.unreserve(r);
-            }
+        // Only device-private VRAM has buffer objects.
+        if let Vram::Private(pm) = &self.gpu.vram {
+            pm.data().books.stats.dmabufs_freed.fetch_add(1, Relaxed);
         }
     }
 }
@@ -130,7 +127,7 @@ pub(crate) fn alloc_dmabuf(gpu: &Arc<Gpu>, arg: usize) -> Result<isize> {
         let index = r.index();
         let bo = Bo {
             gpu: gpu.clone(),
-            vram: Some(r),
+            _vram: r,
             _charge: charge,
         };
         // VRAM held someone else's data: the importer sees zeroes. Up to

@@ -28,7 +28,6 @@ use crate::{
     pages::PrivatePages,
 };
 use kernel::{
-    alloc::kvec::PushError,
     mm::pagemap::{
         Pagemap,
         Reservation,
@@ -87,32 +86,12 @@ struct State {
 }
 
 /// The benchmark state of one device-private GPU, shared by its two files.
-///
-/// # Invariants
-///
-/// Every reservation in `state.held` is one of `gpu`'s pagemap.
-#[pin_data(PinnedDrop)]
+/// The reservations it holds go back to the GPU's allocator when it goes.
+#[pin_data]
 pub(crate) struct ScaleBench {
     gpu: Arc<Gpu>,
     #[pin]
     state: Mutex<State>,
-}
-
-#[pinned_drop]
-impl PinnedDrop for ScaleBench {
-    fn drop(self: Pin<&mut Self>) {
-        if let Vram::Private(pm) = &self.gpu.vram {
-            let mut state = self.state.lock();
-            release(pm, &mut state.held);
-        }
-    }
-}
-
-/// Gives every reservation in `held` back to `pm`, whose they are.
-fn release(pm: &Pagemap<PrivatePages>, held: &mut KVVec<Reservation>) {
-    while let Some(r) = held.pop() {
-        pm.unreserve(r);
-    }
 }
 
 /// Sorts `v` in place: a heapsort, which needs no memory and no more than
@@ -191,7 +170,7 @@ impl ScaleBench {
         let _bound = self.gpu.hold_bound()?;
         let pm = self.pagemap()?;
         let mut state = self.state.lock();
-        release(pm, &mut state.held);
+        state.held.clear();
         let blocks = pm.nr_pages() / BLOCK_PAGES;
         let (want, hole) = match how {
             Fill::Percent(pct) => (blocks * pct / 100, None),
@@ -200,22 +179,16 @@ impl ScaleBench {
             Fill::Holes(n) if n <= blocks / 2 => (blocks, Some(2 * n)),
             Fill::Free(_) | Fill::Holes(_) => return Err(EINVAL),
         };
-        // Room for every block first, so that no reservation is dropped
-        // (and so leaked) for want of memory to keep it.
+        // Room for every block first: the pushes below do not allocate.
         let mut held = KVVec::with_capacity(want, GFP_KERNEL)?;
         let mut kept = KVVec::with_capacity(if hole.is_some() { want } else { 0 }, GFP_KERNEL)?;
         while held.len() < want {
             match pm.reserve(BLOCK_PAGES) {
-                Ok(r) => {
-                    if let Err(PushError(r)) = held.push_within_capacity(r) {
-                        pm.unreserve(r);
-                        break;
-                    }
-                }
+                Ok(r) => held.push(r, GFP_KERNEL)?,
                 // Holes take what is free, whatever that is.
                 Err(e) if e == ENOMEM && hole.is_some() => break,
                 Err(e) => {
-                    release(pm, &mut held);
+                    held.clear();
                     return Err(if e == ENOMEM { ENOSPC } else { e });
                 }
             }
@@ -223,17 +196,13 @@ impl ScaleBench {
         if let Some(below) = hole {
             while let Some(r) = held.pop() {
                 let block = r.index() / BLOCK_PAGES;
+                // The others go back to the allocator.
                 if block % 2 == 0 || block >= below {
-                    if let Err(PushError(r)) = kept.push_within_capacity(r) {
-                        pm.unreserve(r);
-                    }
-                } else {
-                    pm.unreserve(r);
+                    kept.push(r, GFP_KERNEL)?;
                 }
             }
             held = kept;
         }
-        // INVARIANT: All of them were reserved from `pm`, the GPU's.
         state.held = held;
         Ok(())
     }

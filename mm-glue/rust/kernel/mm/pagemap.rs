@@ -25,28 +25,21 @@
 //! its last reference and [`PagemapOps::folio_free`] has run. Keeping
 //! the allocator here is what makes allocation safe: only free pages are
 //! ever initialised. It is the GPU buddy allocator that GPU drivers use for
-//! their VRAM, with single pages sub-allocated from PMD-sized blocks, and
-//! frees without sleeping, as `folio_free` may be called from any context
-//! where a page reference is dropped.
+//! their VRAM ([`crate::gpu::buddy`]), with single pages sub-allocated from
+//! PMD-sized blocks, and frees without sleeping, as `folio_free` may be
+//! called from any context where a page reference is dropped.
 //!
 //! C header: [`include/linux/memremap.h`](srctree/include/linux/memremap.h)
 
 use crate::ffi::c_ulong;
 use crate::{
     bindings,
-    bitmap::BitmapVec,
     error::{
-        to_result,
         Error,
         Result, //
     },
     prelude::*,
-    sync::{
-        new_mutex,
-        Mutex,
-        MutexGuard,
-        SpinLockIrq, //
-    },
+    sync::Arc,
     types::Opaque, //
 };
 use core::{
@@ -55,6 +48,13 @@ use core::{
     marker::PhantomData,
     ops::Range,
     ptr::NonNull, //
+};
+
+mod allocator;
+use allocator::Alloc;
+pub use allocator::{
+    Reservation,
+    UsedWalk, //
 };
 
 /// The owner cookie of device-private pages.
@@ -481,490 +481,6 @@ impl PinnedDrop for Header {
     }
 }
 
-/// Pages per chunk: the PMD-sized blocks a pagemap takes from its buddy
-/// allocator for folios.
-const CHUNK_PAGES: usize = 1 << MAX_FOLIO_ORDER;
-
-/// Bytes per chunk.
-const CHUNK_SIZE: usize = crate::page::PAGE_SIZE << MAX_FOLIO_ORDER;
-
-/// A chunk of [`CHUNK_PAGES`] pages, as the pagemap tracks it.
-#[derive(Clone, Copy)]
-struct Chunk {
-    /// The chunk's buddy block while the pagemap holds the chunk, else null.
-    block: *mut bindings::gpu_buddy_block,
-    /// How many of its pages are in folios.
-    used: usize,
-}
-
-/// The chunks a pagemap holds from its buddy allocator, and their pages.
-///
-/// A held chunk is a PMD-sized folio, or split into single-page folios
-/// (allocated lowest page first), or idle: free, and kept for the next
-/// folio rather than given back to the buddy allocator at once, because
-/// `folio_free` cannot take the buddy allocator's mutex. `bits` has a bit
-/// set for every page in a folio, of either order: a PMD folio can be split
-/// while it is in use (a device THP split in place) and its pages then
-/// freed one by one, after which the chunk is partly used like any other.
-///
-/// # Invariants
-///
-/// - `chunks[c].block` is not null exactly while chunk `c` is held: it is
-///   then the buddy allocator's allocated block at the chunk's offset, of
-///   the chunk's size.
-/// - A held chunk has `used` bits set among its pages in `bits`: the pages
-///   in folios. It is in use (`0 < used`, `in_use` set; `partial` set if
-///   `used < CHUNK_PAGES`), or idle (`used == 0`, `idle` set). `bits`,
-///   `in_use`, `partial` and `idle` have no other bits set.
-/// - `allocated` is the sum of `used`, `reserved` the number of pages in
-///   [`Reservation`]s.
-/// - No bit of `partial` below `partial_from` is set, nor of `idle` below
-///   `idle_from`.
-struct Pages {
-    chunks: KVec<Chunk>,
-    /// One bit per page: set while the page is in a folio.
-    bits: BitmapVec,
-    /// One bit per chunk: some of its pages are in folios.
-    in_use: BitmapVec,
-    /// One bit per chunk: split with both used and free pages.
-    partial: BitmapVec,
-    /// One bit per chunk: held but free.
-    idle: BitmapVec,
-    /// Where searches of `partial` and `idle` start. The buddy allocator
-    /// hands out its highest free block first, so the chunks in use sit
-    /// at the top of a large pagemap: a search from chunk 0 would cost a
-    /// bit per chunk of the whole pagemap on every allocation.
-    partial_from: usize,
-    idle_from: usize,
-    allocated: usize,
-    reserved: usize,
-}
-
-// SAFETY: The block pointers are owned by the pagemap's buddy allocator,
-// which any thread may use under its lock.
-unsafe impl Send for Pages {}
-
-impl Pages {
-    /// The books of `nr_pages` pages, a whole number of chunks.
-    fn new(nr_pages: usize) -> Result<Self> {
-        if nr_pages % CHUNK_PAGES != 0 {
-            return Err(EINVAL);
-        }
-        let nr_chunks = nr_pages / CHUNK_PAGES;
-        let free = Chunk {
-            block: core::ptr::null_mut(),
-            used: 0,
-        };
-        // INVARIANT: Nothing is held.
-        Ok(Self {
-            chunks: KVec::from_elem(free, nr_chunks, GFP_KERNEL)?,
-            bits: BitmapVec::new(nr_pages, GFP_KERNEL)?,
-            in_use: BitmapVec::new(nr_chunks, GFP_KERNEL)?,
-            partial: BitmapVec::new(nr_chunks, GFP_KERNEL)?,
-            idle: BitmapVec::new(nr_chunks, GFP_KERNEL)?,
-            partial_from: nr_chunks,
-            idle_from: nr_chunks,
-            allocated: 0,
-            reserved: 0,
-        })
-    }
-
-    /// The first bit set in `bits` at or after `from`, which may be past
-    /// the end.
-    fn next_set(bits: &BitmapVec, from: usize) -> Option<usize> {
-        if from < bits.len() {
-            bits.next_bit(from)
-        } else {
-            None
-        }
-    }
-
-    /// Takes the lowest idle chunk.
-    fn take_idle(&mut self) -> Option<usize> {
-        let Some(c) = Self::next_set(&self.idle, self.idle_from) else {
-            // INVARIANT: No bit of `idle` is set from `idle_from` on.
-            self.idle_from = self.idle.len();
-            return None;
-        };
-        // INVARIANT: None below `c` was set; `c` is cleared.
-        self.idle_from = c;
-        self.idle.clear_bit(c);
-        Some(c)
-    }
-
-    /// Marks chunk `c` idle.
-    fn set_idle(&mut self, c: usize) {
-        self.idle.set_bit(c);
-        // INVARIANT: `idle_from` stays at or below every set bit.
-        self.idle_from = self.idle_from.min(c);
-    }
-
-    /// Marks chunk `c` partly used.
-    fn set_partial(&mut self, c: usize) {
-        self.partial.set_bit(c);
-        // INVARIANT: `partial_from` stays at or below every set bit.
-        self.partial_from = self.partial_from.min(c);
-    }
-
-    /// The lowest partly used chunk.
-    fn lowest_partial(&mut self) -> Option<usize> {
-        let found = Self::next_set(&self.partial, self.partial_from);
-        // INVARIANT: No bit below the one found (or none at all) is set.
-        self.partial_from = found.unwrap_or(self.partial.len());
-        found
-    }
-
-    /// Allocates a single page: the lowest free page of the lowest partly
-    /// used chunk, else the first page of an idle chunk.
-    fn take_page(&mut self) -> Option<usize> {
-        let c = match self.lowest_partial() {
-            Some(c) => c,
-            None => self.take_idle()?,
-        };
-        // A partial or idle chunk has a free page.
-        let index = self.bits.next_zero_bit(c * CHUNK_PAGES)?;
-        self.bits.set_bit(index);
-        let chunk = &mut self.chunks[c];
-        chunk.used += 1;
-        self.in_use.set_bit(c);
-        if chunk.used < CHUNK_PAGES {
-            self.set_partial(c);
-        } else {
-            self.partial.clear_bit(c);
-        }
-        // INVARIANT: The chunk has one more page used, and its bit set.
-        self.allocated += 1;
-        Some(index)
-    }
-
-    /// Allocates an idle chunk as a PMD folio.
-    fn take_chunk(&mut self) -> Option<usize> {
-        let c = self.take_idle()?;
-        for index in c * CHUNK_PAGES..(c + 1) * CHUNK_PAGES {
-            self.bits.set_bit(index);
-        }
-        // INVARIANT: Every page of the idle chunk is used now, by one folio.
-        self.chunks[c].used = CHUNK_PAGES;
-        self.in_use.set_bit(c);
-        self.allocated += CHUNK_PAGES;
-        Some(c * CHUNK_PAGES)
-    }
-
-    /// Allocates a folio of `order` (0 or [`MAX_FOLIO_ORDER`]) from the held
-    /// chunks, if one fits.
-    fn take(&mut self, order: u32) -> Option<usize> {
-        if order == 0 {
-            self.take_page()
-        } else {
-            self.take_chunk()
-        }
-    }
-
-    /// Adds `block`, just allocated from the buddy allocator, as an idle
-    /// chunk.
-    ///
-    /// # Safety
-    ///
-    /// `block` is an allocated chunk-sized block of the pagemap's buddy
-    /// allocator, which nothing else uses.
-    unsafe fn hold(&mut self, block: *mut bindings::gpu_buddy_block) {
-        // SAFETY: `block` is valid (safety requirement).
-        let offset = unsafe { bindings::gpu_buddy_block_offset(block) } as usize;
-        let c = offset / CHUNK_SIZE;
-        // INVARIANT: The chunk is held and idle; as no folio used its pages,
-        // none of its bits is set.
-        self.chunks[c] = Chunk { block, used: 0 };
-        self.set_idle(c);
-    }
-
-    /// Frees the folio of `order` at `index`, allocated from this.
-    fn free(&mut self, index: usize, order: u32) {
-        let c = index / CHUNK_PAGES;
-        let chunk = &mut self.chunks[c];
-        if order == 0 {
-            self.bits.clear_bit(index);
-            chunk.used -= 1;
-            self.allocated -= 1;
-            if chunk.used > 0 {
-                self.set_partial(c);
-                return;
-            }
-            self.partial.clear_bit(c);
-        } else {
-            chunk.used = 0;
-            self.allocated -= CHUNK_PAGES;
-            for index in c * CHUNK_PAGES..(c + 1) * CHUNK_PAGES {
-                self.bits.clear_bit(index);
-            }
-        }
-        // INVARIANT: No page of the chunk is used any more.
-        self.in_use.clear_bit(c);
-        self.set_idle(c);
-    }
-
-    /// The first page in a folio at or after `start`: found through the
-    /// chunks in use, so that it costs a bit per chunk and the page bits
-    /// of two chunks at most, not a bit per page. Adds the bits it looked
-    /// at to `walk`.
-    fn next_used(&self, mut start: usize, walk: &mut UsedWalk) -> Option<usize> {
-        let nr_pages = self.bits.len();
-        while start < nr_pages {
-            let first_chunk = start / CHUNK_PAGES;
-            let Some(c) = self.in_use.next_bit(first_chunk) else {
-                walk.chunk_bits += nr_pages / CHUNK_PAGES - first_chunk;
-                return None;
-            };
-            walk.chunk_bits += c + 1 - first_chunk;
-            let end = (c + 1) * CHUNK_PAGES;
-            let from = start.max(c * CHUNK_PAGES);
-            // SAFETY: `bits` has `nr_pages` bits, a whole number of
-            // chunks (`Pages::new`), so `end <= nr_pages`; the search
-            // stops at `end`.
-            let i = unsafe { bindings::_find_next_bit(self.bits.as_ptr(), end, from) };
-            // A chunk in use has a page in a folio, though maybe not after
-            // `start` in the chunk that `start` is in.
-            if i < end {
-                walk.page_bits += i + 1 - from;
-                return Some(i);
-            }
-            walk.page_bits += end - from;
-            start = end;
-        }
-        None
-    }
-
-    /// Lets go of an idle chunk, returning its block.
-    fn pop_idle(&mut self) -> Option<*mut bindings::gpu_buddy_block> {
-        let c = self.take_idle()?;
-        // INVARIANT: The chunk is no longer held; its block is the caller's.
-        Some(core::mem::replace(
-            &mut self.chunks[c].block,
-            core::ptr::null_mut(),
-        ))
-    }
-}
-
-/// What [`Pagemap::next_used_walk`] looked at, summed over calls.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct UsedWalk {
-    /// Bits of the bitmap of chunks in use (one per PMD-sized chunk).
-    pub chunk_bits: usize,
-    /// Bits of the bitmap of pages in folios (one per page).
-    pub page_bits: usize,
-}
-
-/// The page allocator of a pagemap: a GPU buddy allocator
-/// (`include/linux/gpu_buddy.h`) over its pages, as GPU drivers use for
-/// their VRAM, with single pages sub-allocated from PMD-sized chunks.
-///
-/// The buddy allocator's chunk size is a page, so that a [`Reservation`]
-/// of any number of pages is one contiguous run. Folios come from
-/// chunk-sized blocks instead: a PMD-sized folio is one block, naturally
-/// aligned; single pages are handed out of a block by a bitmap, and the
-/// block is held until its last page is freed. A buddy block for every
-/// page would cost a `struct gpu_buddy_block` (88 bytes on 64-bit) per
-/// page and as many again for the split blocks above them: 738 MB of slab
-/// for 16 GiB of device memory full of single-page folios. This way it
-/// costs one bit per page, 16 bytes and three bits per chunk, and at most
-/// one block per chunk plus the split blocks above: 643 KiB + 1.4 MB =
-/// 2.1 MB at 16 GiB (a plain bitmap would need 512 KiB; the `struct
-/// page`s themselves take 256 MiB).
-///
-/// The buddy allocator is serialised by `lock`, a mutex, because it
-/// allocates its blocks with `GFP_KERNEL`. Folios are freed from
-/// `folio_free`, which runs wherever the last reference to a page is
-/// dropped, in process, softirq or hardirq context (a network stack
-/// freeing a zero-copy skb, a bio completion): it only takes the spinlock
-/// of `pages`, which disables interrupts wherever it is taken, so that
-/// such a free cannot interrupt its holder on the same CPU.
-/// A chunk freed that way stays held as idle and is handed out again for
-/// the next folio, or given back to the buddy allocator when a
-/// reservation needs the room or the pagemap goes away.
-///
-/// Lock order: `lock`, then `pages`.
-///
-/// # Invariants
-///
-/// - `buddy` is an initialised buddy allocator over the pagemap's pages,
-///   with a chunk size of a page, used only under `lock`.
-/// - `reserved` is the head of a list, changed only under `lock`, of the
-///   buddy blocks of every [`Reservation`] of the pagemap, those of one
-///   reservation next to each other.
-/// - Every allocated block of `buddy` is in `reserved` or held in `pages`.
-#[pin_data(PinnedDrop)]
-struct Alloc {
-    #[pin]
-    lock: Mutex<()>,
-    #[pin]
-    buddy: Opaque<bindings::gpu_buddy>,
-    #[pin]
-    reserved: Opaque<bindings::list_head>,
-    #[pin]
-    pages: SpinLockIrq<Pages>,
-}
-
-// SAFETY: The C structures are only used under `lock` (type invariant).
-unsafe impl Send for Alloc {}
-// SAFETY: As above.
-unsafe impl Sync for Alloc {}
-
-/// Removes `entry` from its list.
-///
-/// # Safety
-///
-/// `entry` is on a list that the caller may change.
-unsafe fn list_del(entry: *mut bindings::list_head) {
-    // SAFETY: `entry` and its neighbours are valid (safety requirement).
-    unsafe {
-        let (prev, next) = ((*entry).prev, (*entry).next);
-        (*prev).next = next;
-        (*next).prev = prev;
-        bindings::INIT_LIST_HEAD(entry);
-    }
-}
-
-/// The buddy block whose `link` is `link`.
-///
-/// # Safety
-///
-/// `link` is the `link` of a `gpu_buddy_block`.
-unsafe fn block_of(link: *mut bindings::list_head) -> *mut bindings::gpu_buddy_block {
-    // SAFETY: `link` is a field of a block (safety requirement).
-    unsafe { crate::container_of!(link, bindings::gpu_buddy_block, __bindgen_anon_1.link) }
-}
-
-impl Alloc {
-    /// The allocator of `nr_pages` pages (a multiple of [`CHUNK_PAGES`]).
-    ///
-    /// Not generic, so that its locks have one class, named once, for all
-    /// pagemaps.
-    fn new(nr_pages: usize) -> impl PinInit<Self, Error> {
-        // Named here, not in the closure: that may be instantiated in the
-        // caller's crate, with a copy of the name but the same class.
-        let lock = new_mutex!((), "Pagemap::buddy");
-        let pages = Pages::new(nr_pages);
-        let (name, key) = (c"Pagemap::pages", crate::static_lock_class!());
-        pin_init::pin_init_scope(move || {
-            let pages = pages?;
-            let size = (nr_pages * crate::page::PAGE_SIZE) as u64;
-            Ok(try_pin_init!(Self {
-                lock <- lock,
-                buddy <- Opaque::try_ffi_init(|ptr| {
-                    // SAFETY: `ptr` is valid for writes; it stays initialised
-                    // until `drop` calls `gpu_buddy_fini()`.
-                    to_result(unsafe {
-                        bindings::gpu_buddy_init(ptr, size, crate::page::PAGE_SIZE as u64)
-                    })
-                }),
-                reserved <- Opaque::ffi_init(|ptr| {
-                    // SAFETY: `ptr` is valid for writes and pinned.
-                    unsafe { bindings::INIT_LIST_HEAD(ptr) }
-                }),
-                pages <- SpinLockIrq::new(pages, name, key),
-            }))
-        })
-    }
-
-    /// Allocates a folio of `order` (0 or [`MAX_FOLIO_ORDER`]) and returns
-    /// the index of its first page. Might sleep.
-    fn alloc(&self, order: u32) -> Result<usize> {
-        if let Some(index) = self.pages.lock().take(order) {
-            return Ok(index);
-        }
-        let buddy = self.lock.lock();
-        // Another folio may have been freed meanwhile.
-        if let Some(index) = self.pages.lock().take(order) {
-            return Ok(index);
-        }
-        let block = self.alloc_blocks(&buddy, CHUNK_SIZE, CHUNK_SIZE, 0)?;
-        let mut pages = self.pages.lock();
-        // SAFETY: `block` is a chunk-sized block just allocated, no list
-        // has it.
-        unsafe { pages.hold(block) };
-        pages.take(order).ok_or(ENOMEM)
-    }
-
-    /// Allocates `size` bytes from the buddy allocator in blocks of at
-    /// least `min_block` bytes with `flags`, and returns the first block;
-    /// the blocks are linked in a ring of their own, on no list of the
-    /// pagemap. `ENOMEM` on failure.
-    fn alloc_blocks(
-        &self,
-        _buddy: &MutexGuard<'_, ()>,
-        size: usize,
-        min_block: usize,
-        flags: usize,
-    ) -> Result<*mut bindings::gpu_buddy_block> {
-        let blocks = Opaque::<bindings::list_head>::uninit();
-        let head = blocks.get();
-        // SAFETY: `blocks` is valid for writes and does not move.
-        unsafe { bindings::INIT_LIST_HEAD(head) };
-        let buddy = self.buddy.get();
-        // SAFETY: `buddy` is initialised and `lock` is held (type invariant,
-        // `_buddy`); `head` is an empty list.
-        let ret = unsafe {
-            bindings::gpu_buddy_alloc_blocks(
-                buddy,
-                0,
-                (*buddy).size,
-                size as u64,
-                min_block as u64,
-                head,
-                flags,
-            )
-        };
-        if ret != 0 {
-            // `ENOSPC` from the buddy allocator, or a block it could not
-            // allocate: either way, not enough memory.
-            return Err(ENOMEM);
-        }
-        // SAFETY: The allocation put at least one block on `head`; taking
-        // `head` off leaves the blocks linked with each other.
-        unsafe {
-            let first = (*head).next;
-            list_del(head);
-            Ok(block_of(first))
-        }
-    }
-
-    /// Gives every idle chunk back to the buddy allocator.
-    fn put_idle(&self, _buddy: &MutexGuard<'_, ()>) {
-        loop {
-            // One chunk per lock hold: `folio_free` waits on this lock.
-            let block = self.pages.lock().pop_idle();
-            let Some(block) = block else { break };
-            // SAFETY: The block is allocated and no longer held (it was
-            // idle); `lock` is held (`_buddy`).
-            unsafe { bindings::gpu_buddy_free_block(self.buddy.get(), block) };
-        }
-    }
-}
-
-#[pinned_drop]
-impl PinnedDrop for Alloc {
-    fn drop(self: Pin<&mut Self>) {
-        let buddy = self.lock.lock();
-        // No folio is left: `Header`'s drop has waited for all of them.
-        self.put_idle(&buddy);
-        let head = self.reserved.get();
-        // Reservations dropped or given to another pagemap were leaked
-        // (see `Reservation`): they end here.
-        // SAFETY: `head` is the list of reserved blocks, `lock` is held.
-        unsafe {
-            loop {
-                let link = (*head).next;
-                if link == head {
-                    break;
-                }
-                list_del(link);
-                bindings::gpu_buddy_free_block(self.buddy.get(), block_of(link));
-            }
-        }
-        // SAFETY: Every block is free; `buddy` is not used after this.
-        unsafe { bindings::gpu_buddy_fini(self.buddy.get()) };
-    }
-}
-
 /// A device-private or device-coherent pagemap with its page allocator.
 ///
 /// # Invariants
@@ -983,8 +499,7 @@ pub struct Pagemap<T: PagemapOps> {
     /// Pages handed out: `size / PAGE_SIZE`. The reserved range can be
     /// larger (`request_free_mem_region()` rounds up to a memory section).
     nr: usize,
-    #[pin]
-    alloc: Alloc,
+    alloc: Arc<Alloc>,
     #[pin]
     data: T,
 }
@@ -1237,10 +752,11 @@ impl<T: PagemapOps> Pagemap<T> {
             if size == 0 || size % pmd != 0 {
                 return Err(EINVAL);
             }
+            let alloc = Alloc::new(nr_pages)?;
             Ok(try_pin_init!(Self {
                 header <- Header::new::<T>(region, nid, migrate_to_ram, alias),
                 nr: nr_pages,
-                alloc <- Alloc::new(nr_pages),
+                alloc,
                 data <- data,
             }))
         })
@@ -1311,7 +827,8 @@ impl<T: PagemapOps> Pagemap<T> {
     /// Sets aside a run of `nr` contiguous free pages, at any alignment,
     /// for the driver's own use, such as a buffer object that the device
     /// exports: the allocator hands none of them out as folios until the
-    /// run is given back with [`Pagemap::unreserve`]. Might sleep.
+    /// [`Reservation`] is dropped, which may outlive the pagemap. Might
+    /// sleep.
     ///
     /// Reserved pages have no folio: core mm never maps, migrates or frees
     /// them, and [`crate::mm::migrate::Eviction`] skips them, so their
@@ -1350,7 +867,7 @@ impl<T: PagemapOps> Pagemap<T> {
     /// assert_eq!((pm.nr_used(), pm.nr_reserved()), (1, 3));
     /// // Single pages come from the PMD-sized block of the first one.
     /// assert_eq!(pm.alloc_folio(0)?.index(), folio.index() + 1);
-    /// pm.unreserve(bo);
+    /// drop(bo);
     /// assert_eq!(pm.nr_reserved(), 0);
     /// # drop(folio);
     /// # Ok::<(), Error>(())
@@ -1362,79 +879,7 @@ impl<T: PagemapOps> Pagemap<T> {
         if nr > self.nr {
             return Err(ENOMEM);
         }
-        let buddy = self.alloc.lock.lock();
-        // Free chunks held for folios may be what makes the run.
-        self.alloc.put_idle(&buddy);
-        let first = self.alloc.alloc_blocks(
-            &buddy,
-            nr * crate::page::PAGE_SIZE,
-            crate::page::PAGE_SIZE,
-            bindings::GPU_BUDDY_CONTIGUOUS_ALLOCATION,
-        )?;
-        let mut start = u64::MAX;
-        let mut blocks = 0;
-        // SAFETY: `first` is in a ring of blocks just allocated, which only
-        // this function knows; `reserved` is changed under `lock`, held.
-        unsafe {
-            let first_link = &raw mut (*first).__bindgen_anon_1.link;
-            let mut link = first_link;
-            loop {
-                start = start.min(bindings::gpu_buddy_block_offset(block_of(link)));
-                blocks += 1;
-                link = (*link).next;
-                if link == first_link {
-                    break;
-                }
-            }
-            // Splice the ring in at the tail of `reserved`.
-            let head = self.alloc.reserved.get();
-            let last = (*first_link).prev;
-            (*last).next = head;
-            (*first_link).prev = (*head).prev;
-            (*(*head).prev).next = first_link;
-            (*head).prev = last;
-        }
-        self.alloc.pages.lock().reserved += nr;
-        // INVARIANT: The blocks are a contiguous run of `nr` pages at
-        // `start` (`GPU_BUDDY_CONTIGUOUS_ALLOCATION`), allocated from this
-        // pagemap's buddy allocator, next to each other in `reserved`, and
-        // counted as reserved; no folio uses them.
-        Ok(Reservation {
-            pagemap: self.raw().cast_const().cast(),
-            index: start as usize / crate::page::PAGE_SIZE,
-            nr,
-            first,
-            blocks,
-        })
-    }
-
-    /// Gives a run of pages set aside by [`Pagemap::reserve`] back to the
-    /// allocator. Might sleep.
-    ///
-    /// A reservation of another pagemap is not released: its pages stay
-    /// reserved (leaked) until that pagemap goes away, with a warning.
-    pub fn unreserve(&self, r: Reservation) {
-        if !core::ptr::eq(r.pagemap, self.raw().cast_const().cast()) {
-            pr_warn!("pagemap: reservation given back to the wrong pagemap, leaked\n");
-            core::mem::forget(r);
-            return;
-        }
-        let (first, blocks, nr) = (r.first, r.blocks, r.nr);
-        core::mem::forget(r);
-        let _buddy = self.alloc.lock.lock();
-        // SAFETY: The reservation's `blocks` blocks are allocated blocks of
-        // this pagemap's buddy allocator, next to each other in `reserved`
-        // from `first` on (type invariant of `Reservation`); `lock` is held.
-        unsafe {
-            let mut link = &raw mut (*first).__bindgen_anon_1.link;
-            for _ in 0..blocks {
-                let next = (*link).next;
-                list_del(link);
-                bindings::gpu_buddy_free_block(self.alloc.buddy.get(), block_of(link));
-                link = next;
-            }
-        }
-        self.alloc.pages.lock().reserved -= nr;
+        self.alloc.reserve(nr)
     }
 
     /// Allocates a folio of `2^order` pages, naturally aligned: a single
@@ -1687,55 +1132,6 @@ impl<T: PagemapOps> Drop for NewFolio<'_, T> {
     }
 }
 
-/// A run of a [`Pagemap`]'s pages set aside for the driver's own use by
-/// [`Pagemap::reserve`]; give it back with [`Pagemap::unreserve`].
-///
-/// Dropping a reservation instead leaks its pages (they stay reserved until
-/// the pagemap goes away), with a warning.
-///
-/// # Invariants
-///
-/// Pages `index..index + nr` of the pagemap whose `dev_pagemap` is at
-/// `pagemap` are the `blocks` buddy blocks of its allocator that are next
-/// to each other on its list of reserved blocks from `first` on; they are
-/// counted as reserved and have no folio, until the reservation is given
-/// back.
-pub struct Reservation {
-    pagemap: *const c_void,
-    index: usize,
-    nr: usize,
-    first: *mut bindings::gpu_buddy_block,
-    blocks: usize,
-}
-
-// SAFETY: `pagemap` only identifies the pagemap and is never dereferenced;
-// the blocks are only used by that pagemap, under its lock.
-unsafe impl Send for Reservation {}
-// SAFETY: As above; `Reservation` has no interior mutability.
-unsafe impl Sync for Reservation {}
-
-impl Reservation {
-    /// The index of the first page in the pagemap.
-    pub fn index(&self) -> usize {
-        self.index
-    }
-
-    /// The number of pages.
-    pub fn nr_pages(&self) -> usize {
-        self.nr
-    }
-}
-
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        pr_warn!(
-            "pagemap: reservation of {} pages at {} dropped, leaked\n",
-            self.nr,
-            self.index
-        );
-    }
-}
-
 /// A CPU fault on a device-private page, in [`DevicePrivateOps::migrate_to_ram`].
 ///
 /// # Invariants
@@ -1775,7 +1171,12 @@ impl<T: DevicePrivateOps> DeviceFault<'_, T> {
 
 #[kunit_tests(rust_kernel_mm_pagemap)]
 mod tests {
+    use super::allocator::{
+        Pages,
+        CHUNK_PAGES, //
+    };
     use super::*;
+    use crate::bitmap::BitmapVec;
     use crate::sync::atomic::{
         Atomic,
         Relaxed, //
@@ -1908,7 +1309,7 @@ mod tests {
         assert_eq!(pm.next_used(pm.nr_pages()), None);
         drop(b);
         assert_eq!(pm.next_used(0), None);
-        pm.unreserve(bo);
+        drop(bo);
         Ok(())
     }
 
@@ -2073,7 +1474,7 @@ mod tests {
             assert_eq!(pm.alloc_folio(MAX_FOLIO_ORDER).err(), Some(ENOMEM));
         }
         let index = r.index();
-        pm.unreserve(r);
+        drop(r);
         assert_eq!(pm.nr_reserved(), 0);
         if thp_migration_supported() {
             let big = pm.alloc_folio(MAX_FOLIO_ORDER)?;
@@ -2088,18 +1489,23 @@ mod tests {
         // Nothing is left, and asking again is an error.
         assert_eq!(pm.reserve(1).err(), Some(ENOMEM));
         assert_eq!(pm.alloc_folio(0).err(), Some(ENOMEM));
-        pm.unreserve(all);
+        drop(all);
         // Runs of any length, not only powers of two.
         let odd = pm.reserve(CHUNK_PAGES + 3)?;
         assert_eq!(odd.nr_pages(), CHUNK_PAGES + 3);
         let one = pm.reserve(1)?;
         assert!(one.index() >= odd.index() + CHUNK_PAGES + 3 || one.index() < odd.index());
-        pm.unreserve(odd);
-        pm.unreserve(one);
+        drop((odd, one));
+        assert_eq!(pm.nr_reserved(), 0);
+        // A reservation may outlive its pagemap (a buffer object exported
+        // before the device went away): its pages go back to the buddy
+        // allocator, which lives until then.
         let other = new_pm(PMD)?;
         let r = other.reserve(1)?;
-        pm.unreserve(r); // Wrong pagemap: leaked, not released here.
         assert_eq!(other.nr_reserved(), 1);
+        drop(other);
+        assert_eq!(r.nr_pages(), 1);
+        drop(r);
         Ok(())
     }
 
