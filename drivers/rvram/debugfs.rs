@@ -3,6 +3,11 @@
 //! A GPU's debugfs files, `/sys/kernel/debug/rvram/rvramN/`: one field here
 //! for each file of `Documentation/misc-devices/rvram.rst`'s table.
 
+#[cfg(CONFIG_RVRAM_SCALE_BENCH)]
+use crate::scale::{
+    self,
+    ScaleBench, //
+};
 use crate::{
     gpu::{
         Gpu,
@@ -12,10 +17,6 @@ use crate::{
     registry::{
         Dir,
         REGISTRY, //
-    },
-    scale::{
-        self,
-        ScaleBench, //
     },
 };
 use kernel::{
@@ -60,9 +61,11 @@ struct PrivateFiles {
     #[pin]
     p2p_alias: File<Arc<Gpu>>,
     /// `fill`: the scale benchmark's VRAM fill.
+    #[cfg(CONFIG_RVRAM_SCALE_BENCH)]
     #[pin]
     fill: File<Arc<ScaleBench>>,
     /// `alloc_bench`: the scale benchmark's allocation latencies.
+    #[cfg(CONFIG_RVRAM_SCALE_BENCH)]
     #[pin]
     alloc_bench: File<Arc<ScaleBench>>,
 }
@@ -108,6 +111,7 @@ impl GpuFiles {
 impl PrivateFiles {
     fn new<'a>(dir: &'a Dir, gpu: &'a Arc<Gpu>, alias_phys: u64) -> impl PinInit<Self, Error> + 'a {
         pin_init::pin_init_scope(move || {
+            #[cfg(CONFIG_RVRAM_SCALE_BENCH)]
             let bench = ScaleBench::new(gpu.clone())?;
             Ok(try_pin_init!(Self {
                 alias_phys <- dir.read_only_file(c"alias_phys", alias_phys),
@@ -117,12 +121,14 @@ impl PrivateFiles {
                     &show_p2p_alias,
                     &store_p2p_alias,
                 ),
+                #[cfg(CONFIG_RVRAM_SCALE_BENCH)]
                 fill <- dir.read_write_callback_file(
                     c"fill",
                     bench.clone(),
                     &scale::show_fill,
                     &scale::store_fill,
                 ),
+                #[cfg(CONFIG_RVRAM_SCALE_BENCH)]
                 alloc_bench <- dir.read_write_callback_file(
                     c"alloc_bench",
                     bench,

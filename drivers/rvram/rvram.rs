@@ -36,8 +36,8 @@
 //! - [`registry`]: module-wide state: GPUs by index, retired GPUs;
 //! - [`debugfs`]: every file of a GPU's debugfs directory;
 //! - [`stats`]: the event counters;
-//! - [`scale`]: the scale benchmark behind two debugfs files (VRAM fill,
-//!   allocation latency);
+//! - `scale`: the scale benchmark behind two debugfs files (VRAM fill,
+//!   allocation latency), with `CONFIG_RVRAM_SCALE_BENCH`;
 //! - [`vram`]: VRAM geometry, which file owns a page, cgroup charges;
 //! - [`dmirror`]: the `lib/test_hmm` ioctl ABI of `/dev/rvramN`;
 //! - [`bo`]: VRAM buffer objects exported as dma-bufs.
@@ -58,6 +58,7 @@ mod driver;
 mod gpu;
 mod pages;
 mod registry;
+#[cfg(CONFIG_RVRAM_SCALE_BENCH)]
 mod scale;
 mod stats;
 mod vram;
