@@ -150,14 +150,14 @@ impl BindVram for PrivatePages {
         )?;
         let size = usize::try_from(layout.size())?;
         let provider = pdev.p2pdma_provider(VRAM_BAR)?;
-        // SAFETY: `provider` is BAR2's, which holds VRAM from its start for
-        // `size` bytes. Unbind revokes the aliases and evicts every page of
-        // the pagemap before the provider goes (after `unbind`); when some
-        // page cannot be evicted, the pagemap is retired, its aliases
-        // revoked, and every mirror of the pages that could be moved was
-        // invalidated by the eviction.
-        let alias =
-            unsafe { LinearAlias::new(provider.as_raw(), pdev.resource_start(VRAM_BAR)?, size) };
+        let phys = pdev.resource_start(VRAM_BAR)?;
+        // SAFETY: `provider` is BAR2's, which holds VRAM from its start,
+        // `phys`, for `size` bytes. Unbind revokes the aliases and evicts
+        // every page of the pagemap before the provider goes (after
+        // `unbind`): nothing pins a device-private page, so the eviction
+        // ends with every page moved, and it invalidates every mirror that
+        // holds an alias.
+        let alias = unsafe { LinearAlias::new(provider.as_raw(), phys, size) };
         let pages = KBox::pin_init(
             Pagemap::new_with_alias(
                 size,
@@ -173,7 +173,7 @@ impl BindVram for PrivatePages {
         Ok(BoundVram {
             vram: Vram::Private(pages),
             exporter: Some(exporter),
-            alias_phys: Some(pdev.resource_start(VRAM_BAR)?),
+            alias_phys: Some(phys),
         })
     }
 }
