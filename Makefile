@@ -53,23 +53,23 @@ clean:
 	cargo clean
 
 tool:
-	cargo build --release --locked -q -p rvram-tool
+	cargo build --release --locked -q -p rvram-series -p rvram-report
 
 deps:
 	tools/install-deps.sh
 
 kernel: deps tool
 	tools/fetch-kernel.sh
-	tools/kernel.sh debug $$(target/release/rvram series apply)
+	tools/kernel.sh debug $$(target/release/rvram-series apply)
 
 series: tool
-	target/release/rvram series export $(if $(SIGNOFF),"$(SIGNOFF)")
+	target/release/rvram-series export $(if $(SIGNOFF),"$(SIGNOFF)")
 
 series-cc: tool
-	target/release/rvram series cc
+	target/release/rvram-series cc
 
 check-series: tool
-	target/release/rvram series check
+	target/release/rvram-series check
 
 check-bisect: deps tool
 	tools/check-bisect.sh

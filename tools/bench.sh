@@ -18,9 +18,9 @@ set -euo pipefail
 . "$(dirname "$0")/env.sh"
 cd "$RVRAM_TOP"
 tools/install-deps.sh
-cargo build --release --locked -q -p rvram-tool -p rvram-rdma-test
+cargo build --release --locked -q -p rvram-series -p rvram-report -p rvram-rdma-test
 tools/fetch-kernel.sh
-kobj=$(tools/kernel.sh nodebug "$(target/release/rvram series apply)")
+kobj=$(tools/kernel.sh nodebug "$(target/release/rvram-series apply)")
 make -s KDIR="$kobj" modules
 tools/build-hmm-tests.sh "$kobj" > /dev/null
 rm -rf results/bench results/bench-scale
@@ -28,11 +28,11 @@ tools/vm.sh --kernel "$kobj" --gpus 2 --vram 256,256 --timeout 2400 bench result
 tools/vm.sh --kernel "$kobj" --gpus 2 --vram 16384,256 --timeout 1200 bench-scale \
 	results/bench-scale || true
 rc=0
-target/release/rvram report results/bench || rc=1
-target/release/rvram report results/bench-scale || rc=1
+target/release/rvram-report summary results/bench || rc=1
+target/release/rvram-report summary results/bench-scale || rc=1
 cat results/bench-scale/bench-scale.md 2>/dev/null || rc=1
 for f in bench-hmm.md bench-profile.md bench-alias.md bench-cpumap.md; do
 	[ -f "results/bench/$f" ] && cat "results/bench/$f"
 done
-target/release/rvram bench-plot results/bench || rc=1
+target/release/rvram-report bench-plot results/bench || rc=1
 exit $rc

@@ -6,7 +6,7 @@
 #
 #   tools/check-alias-offsets.sh COMMIT
 #
-# COMMIT is the applied series (tools/rvram series apply). The functions
+# COMMIT is the applied series (rvram-series apply). The functions
 # of the alias path, C or Rust, are named for aliases, but for rxe's
 # rxe_odp_map_page() and the branch of hmm_dma_map_pfn() that calls
 # hmm_pfn_alias(); this extracts every function whose name contains

@@ -15,9 +15,9 @@
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
 cd "$RVRAM_TOP"
-rvram=$RVRAM_TOP/target/release/rvram
+series_bin=$RVRAM_TOP/target/release/rvram-series
 tools/fetch-kernel.sh
-mapfile -t commits < <("$rvram" series commits)
+mapfile -t commits < <("$series_bin" commits)
 base=$RVRAM_CACHE/base/linux
 memo=$RVRAM_CACHE/bisect-ok
 mkdir -p "$memo"

@@ -10,7 +10,7 @@
 # kernel series (revert:SERIES/N) is taken out of HEAD instead: HEAD's
 # series applied, that one patch reverted, built as the bisect kernel, with
 # HEAD's module and tests. Every run's
-# `rvram report` must fail and show the fix's pattern. HEAD passes the
+# `rvram-report summary` must fail and show the fix's pattern. HEAD passes the
 # same reproducers in make check. Results: results/fixes/<name>[-<seed>]/
 # and results/fixes/summary.md.
 #
@@ -19,10 +19,11 @@ set -euo pipefail
 . "$(dirname "$0")/env.sh"
 cd "$RVRAM_TOP"
 tools/install-deps.sh
-cargo build --release --locked -q -p rvram-tool -p rvram-rdma-test
-rvram=$RVRAM_TOP/target/release/rvram
+cargo build --release --locked -q -p rvram-series -p rvram-report -p rvram-rdma-test
+series_bin=$RVRAM_TOP/target/release/rvram-series
+report_bin=$RVRAM_TOP/target/release/rvram-report
 tools/fetch-kernel.sh
-applied_head=$("$rvram" series apply)
+applied_head=$("$series_bin" apply)
 debug=$(tools/kernel.sh debug "$applied_head")
 tests_of=$(git rev-parse HEAD)
 base=$RVRAM_CACHE/base/linux
@@ -94,7 +95,7 @@ while IFS='|' read -r name commit kernel plan opts seeds expect; do
 		git worktree add -q --detach "$wt" "$first^"
 		git -C "$wt" checkout -q "$tests_of" -- tests
 		if [ "$kernel" = yes ]; then
-			head=$(cd "$wt" && "$rvram" series apply)
+			head=$(cd "$wt" && "$series_bin" apply)
 			kobj=$(tools/kernel.sh bisect "$head")
 		fi
 		;;
@@ -113,7 +114,7 @@ while IFS='|' read -r name commit kernel plan opts seeds expect; do
 		# shellcheck disable=SC2086
 		RVRAM_FUZZ_SEED=${seed#0} RVRAM_STRESS_SEED=${seed#0} RVRAM_RACE_SEED=${seed#0} \
 			"$wt/tools/vm.sh" --kernel "$kobj" $opts --timeout 1800 "$plan" "$res" || true
-		if "$rvram" report "$res" > "$res.report"; then
+		if "$report_bin" summary "$res" > "$res.report"; then
 			verdict="passed: the reproducer does not fail"
 			fail=1
 		elif grep -qE "$expect" "$res.report"; then

@@ -44,20 +44,21 @@ fi
 grep "^test result" results/cargo-test.log >&2
 cargo clippy --locked -q --workspace --all-targets -- -D warnings
 cargo fmt --check
-cargo build --release --locked -q -p rvram-tool -p rvram-rdma-test
-rvram=$RVRAM_TOP/target/release/rvram
+cargo build --release --locked -q -p rvram-series -p rvram-report -p rvram-rdma-test
+series_bin=$RVRAM_TOP/target/release/rvram-series
+report_bin=$RVRAM_TOP/target/release/rvram-report
 
 step "kernel source"
 tools/fetch-kernel.sh
 rustfmt --check --config-path "$RVRAM_CACHE/base/linux/.rustfmt.toml" \
 	$(git ls-files 'drivers/*.rs' 'mm-glue/*.rs')
 # The KTAP parser gives kunit_parser.py's verdicts on the kernel's corpus.
-"$rvram" ktap-corpus "$RVRAM_CACHE/base/linux/tools/testing/kunit" > results/ktap-corpus.tap ||
+"$report_bin" ktap-corpus "$RVRAM_CACHE/base/linux/tools/testing/kunit" > results/ktap-corpus.tap ||
 	{ cat results/ktap-corpus.tap >&2; die "KTAP corpus: verdicts differ from kunit_parser.py"; }
 
 step "series"
-"$rvram" series check
-head=$("$rvram" series apply)
+"$series_bin" check
+head=$("$series_bin" apply)
 log "series applies: $head"
 # The alias path names device pages by offset, never by pfn.
 tools/check-alias-offsets.sh "$head"
@@ -82,7 +83,7 @@ run_plan() {
 	local plan=$1 verdict
 	shift
 	tools/vm.sh --kernel "$kobj" "$@" "$plan" "results/$plan" || true
-	if "$rvram" report "results/$plan" > "results/$plan.report"; then
+	if "$report_bin" summary "results/$plan" > "results/$plan.report"; then
 		verdict=PASS
 	else
 		verdict=FAIL
@@ -128,7 +129,7 @@ run_plan alias --gpus 2 --far-gpus 1 --dma-engines --vram 256 --timeout $((2700 
 # kind the splat scan must find (tests/vm/splat.sh), and each is found.
 rm -rf results/splat
 tools/vm.sh --kernel "$kobj" --timeout $((900 * x)) splat results/splat || true
-if "$rvram" splat-check results/splat > results/splat.report; then
+if "$report_bin" splat-check results/splat > results/splat.report; then
 	verdict=PASS
 else
 	verdict=FAIL
@@ -141,7 +142,7 @@ while IFS= read -r line; do
 done < <(grep -A1 '^not ok' results/splat.report | head -n 20)
 # The alias benchmark's smallest cell in the alias plan (debug kernel; make
 # bench has the non-debug numbers, every size): results/alias/bench-alias.{md,svg}.
-"$rvram" bench-plot results/alias || true
+"$report_bin" bench-plot results/alias || true
 
 step "done"
 printf '%s\n' "${summary[@]}"

@@ -9,7 +9,7 @@ set -euo pipefail
 base=$RVRAM_CACHE/base/linux
 [ -f "$base/scripts/checkpatch.pl" ] || die "no base tree (run tools/fetch-kernel.sh)"
 # F: patterns of MAINTAINERS with every series applied.
-head=$("$RVRAM_TOP/target/release/rvram" series apply)
+head=$("$RVRAM_TOP/target/release/rvram-series" apply)
 patterns=$(git -C "$base" show "$head:MAINTAINERS" | sed -n 's/^F:\t//p')
 
 # Whether every file a patch adds is under a MAINTAINERS entry: a file

@@ -7,7 +7,7 @@ set -euo pipefail
 . "$(dirname "$0")/env.sh"
 cd "$RVRAM_TOP"
 tools/install-deps.sh
-cargo build --release --locked -q -p rvram-tool -p rvram-rdma-test
+cargo build --release --locked -q -p rvram-series -p rvram-report -p rvram-rdma-test
 tools/fetch-kernel.sh
 # The non-debug kernel when one has been built (make bench builds it): a
 # debug kernel's KASAN and lockdep would dominate the times shown.
@@ -15,7 +15,7 @@ variant=debug
 if [ -f "$RVRAM_CACHE/build/nodebug/arch/x86/boot/bzImage" ]; then
 	variant=nodebug
 fi
-kobj=$(tools/kernel.sh $variant "$(target/release/rvram series apply)")
+kobj=$(tools/kernel.sh $variant "$(target/release/rvram-series apply)")
 make -s KDIR="$kobj" modules
 # vm.sh exits with the guest's status, which a powered-off guest makes
 # non-zero (as for every plan: check.sh reads the results instead); the

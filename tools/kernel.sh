@@ -11,7 +11,7 @@
 # commit, for baselines) or "bisect" (the debug config in a source checkout
 # and object tree of its own, which make check-bisect moves from patch to
 # patch without disturbing the test kernel). COMMIT is a commit in the base repository
-# (tools/rvram series apply prints one). The source checkout and the object
+# (rvram-series apply prints one). The source checkout and the object
 # trees live in the cache; a stamp keyed by commit + config + toolchain makes a
 # repeated call a no-op, and a changed series rebuilds incrementally.
 # Prints the object directory on stdout.

@@ -8,12 +8,12 @@ set -euo pipefail
 . "$(dirname "$0")/env.sh"
 cd "$RVRAM_TOP"
 tools/install-deps.sh
-cargo build --release --locked -q -p rvram-tool
+cargo build --release --locked -q -p rvram-series -p rvram-report
 tools/fetch-kernel.sh
 base=$(git -C "$RVRAM_CACHE/base/linux" rev-parse 'refs/tags/base^{commit}')
 kobj=$(tools/kernel.sh stock "$base")
 tools/vm.sh --kernel "$kobj" --gpus 0 pyverbs-stock results/pyverbs-stock || true
-target/release/rvram report results/pyverbs-stock
+target/release/rvram-report summary results/pyverbs-stock
 out=tests/vm/pyverbs-stock.txt
 {
 	echo "# rdma-core $(dpkg-query -W -f '${Version}' python3-pyverbs) tests.test_odp on rxe0 over lo,"

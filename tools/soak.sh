@@ -9,9 +9,9 @@ set -euo pipefail
 . "$(dirname "$0")/env.sh"
 cd "$RVRAM_TOP"
 tools/install-deps.sh
-cargo build --release --locked -q -p rvram-tool
+cargo build --release --locked -q -p rvram-series -p rvram-report
 tools/fetch-kernel.sh
-kobj=$(tools/kernel.sh debug "$(target/release/rvram series apply)")
+kobj=$(tools/kernel.sh debug "$(target/release/rvram-series apply)")
 make -s KDIR="$kobj" modules
 cargo build --release --locked -q -p rvram-rdma-test
 tools/build-hmm-tests.sh "$kobj" > /dev/null
@@ -20,4 +20,4 @@ export RVRAM_SOAK_SECONDS=${RVRAM_SOAK_SECONDS:-3600}
 rm -rf results/soak
 tools/vm.sh --kernel "$kobj" --gpus 2 --vram 512,256 --dma-engines \
 	--timeout $((RVRAM_SOAK_SECONDS + 1800)) soak results/soak || true
-target/release/rvram report results/soak
+target/release/rvram-report summary results/soak

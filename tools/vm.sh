@@ -135,13 +135,13 @@ single | soak | coverage) ;;
 *) cmdline+=" kunit.filter_glob=rvram*" ;;
 esac
 # A guest whose console shows that storm (a wild-access report from
-# identify_cpu()'s window, as tools/rvram/src/report.rs recognises it: seen
+# identify_cpu()'s window, as tools/report/src/report.rs recognises it: seen
 # in do_raw_spin_lock()) will not boot in time, and
 # one that has not started its plan after boot_limit seconds did not boot:
 # boot again, three boots in all, and keep each failed console as
-# console-bootN.log. rvram report reads those too: a splat in a failed boot
+# console-bootN.log. rvram-report summary reads those too: a splat in a failed boot
 # fails the run even when a later boot passes; only the storm's reports
-# are left out (KNOWN_SPLATS in tools/rvram/src/report.rs). The debug
+# are left out (KNOWN_SPLATS in tools/report/src/report.rs). The debug
 # kernel starts the plan 140-330 s after QEMU does here (KUnit, then udev's
 # coldplug, which loads modules under KASAN), and up to 415 s on a slower
 # machine, where udev alone settled in 52-226 s: two guests at once there

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * rvram_splat: makes the debug kernel print each kind of report that
- * tools/rvram/src/report.rs must find, so that the harness is tested
+ * tools/report/src/report.rs must find, so that the harness is tested
  * against the kernel's own output rather than against lines typed into a
  * unit test. Test-only: never load it on a machine anyone uses.
  *

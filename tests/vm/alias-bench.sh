@@ -12,7 +12,7 @@
 #    without aliases (smallest size);
 #  - steady RDMA bandwidth (smallest size).
 # TAP points assert rvram's counters and every byte, never a time. Tables:
-# $RVRAM_RESULTS/bench-alias.md; `rvram bench-plot DIR` draws them.
+# $RVRAM_RESULTS/bench-alias.md; `rvram-report bench-plot DIR` draws them.
 #
 #   alias-bench.sh [SIZES]     default: $RVRAM_BENCH_SIZES, or 4M,64M
 #

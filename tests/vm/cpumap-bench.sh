@@ -4,7 +4,7 @@
 # dma-buf of rvram0, mapped write-combined), next to copies to and from
 # system RAM, 4 B to 4 MiB, both ways (src/rvram-cpumap-bench.c). TAP
 # points check data only. Table: $RVRAM_RESULTS/bench-cpumap.md;
-# `rvram bench-plot DIR` draws it.
+# `rvram-report bench-plot DIR` draws it.
 #
 # Environment: RVRAM_TOP, RVRAM_GUEST_BIN, RVRAM_RESULTS.
 set -u

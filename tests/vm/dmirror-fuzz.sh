@@ -14,7 +14,7 @@
 # already migrated away: a memcg warning, an uncharged page on the LRU, a
 # soft lockup) and left a task of test_hmm's blocked for good. A run that
 # does not end 120 s after its time is a hang; the kernel's reports fail
-# the run in `rvram report`. RVRAM_FUZZ_SEED replays a run. Prints TAP.
+# the run in `rvram-report summary`. RVRAM_FUZZ_SEED replays a run. Prints TAP.
 set -u
 . "$(dirname "$0")/tap.sh"
 . "$(dirname "$0")/rvram.sh"

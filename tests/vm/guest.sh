@@ -6,7 +6,7 @@
 #
 # Each suite writes TAP to RESULTS_DIR/suites/NAME.tap and its exit status
 # to NAME.rc; RESULTS_DIR/expected lists what must have run (KUnit suites
-# as kunit:NAME, found in the kernel log), for `rvram report`;
+# as kunit:NAME, found in the kernel log), for `rvram-report summary`;
 # RESULTS_DIR/expected-skips how many cases each suite skips.
 set -u
 plan=$1
@@ -21,7 +21,7 @@ expect() { printf '%s\n' "$@" >> "$R/expected"; }
 # expect_skips NAME N GLOB...: suite NAME skips exactly N cases (TODO and
 # XFAIL count as skips), each named by one of the GLOBs (`*` matches any
 # text); `any`: not checked, for development plans whose cases are the
-# caller's choice. `rvram report` fails a suite that skips more or fewer,
+# caller's choice. `rvram-report summary` fails a suite that skips more or fewer,
 # or a case no GLOB names, and holds a suite declared nowhere to 0: a test
 # that stops running shows as a failure, not as one more skip in the
 # totals, and a new skip cannot take an old one's place.
@@ -240,7 +240,7 @@ coverage)
 	# make coverage (the KCOV kernel; not make check): which basic blocks
 	# of the migration code the project's stress and race suites reach,
 	# next to the dmirror fuzz, each suite's processes traced by
-	# tests/vm/src/kcov.h into $R/kcov/SUITE (`rvram coverage` counts
+	# tests/vm/src/kcov.h into $R/kcov/SUITE (`rvram-report coverage` counts
 	# them). rvram-stress without its unbind test, which reloads rvram
 	# under the traced process (its PCs could not be placed).
 	mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
@@ -291,7 +291,7 @@ demo)
 	;;
 splat)
 	# The harness's own test: a real report of every kind the splat scan
-	# must find, checked by `rvram splat-check` (not `rvram report`).
+	# must find, checked by `rvram-report splat-check` (not `rvram-report summary`).
 	expect splat
 	run_suite splat "$T/splat.sh"
 	;;
@@ -353,7 +353,7 @@ dmesg > "$R/dmesg.txt"
 sync
 
 # The splat plan's kinds that end the boot, once the log is saved: the
-# console has their reports (`rvram splat-check`).
+# console has their reports (`rvram-report splat-check`).
 if [ "$plan" = splat ]; then
 	insmod "$RVRAM_TOP/tests/splat/rvram_splat.ko" &&
 		echo vm-bug > /sys/kernel/debug/rvram_splat/trigger

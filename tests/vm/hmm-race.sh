@@ -13,7 +13,7 @@
 # Before the race on test_hmm, src/dmirror-thp-split.c splits huge device
 # folios and evicts them.
 # A driver that uses a stale translation reads or writes freed pages:
-# KASAN reports it in the kernel log, which `rvram report` fails on.
+# KASAN reports it in the kernel log, which `rvram-report summary` fails on.
 # RVRAM_RACE_SEED replays a run (the seed is printed); RVRAM_RACE_RELEASE=0
 # leaves HMM_DMIRROR_RELEASE out of test_hmm's mix. Prints TAP.
 set -u

@@ -3,7 +3,7 @@
 # The plan's leak verdict, run last: every test module unloaded, kmemleak
 # scans twice (an object referenced only from a register or a CPU-local
 # slot during one scan is seen again in the next), and its report goes to
-# RESULTS/kmemleak.txt. `rvram report` fails the run on any leak whose
+# RESULTS/kmemleak.txt. `rvram-report summary` fails the run on any leak whose
 # backtrace is in rvram, the test modules or code the series touches,
 # and lists the others (src/kmemleak.rs of the tool).
 set -u
@@ -30,10 +30,10 @@ tap_check "kmemleak scan 1" bash -c "echo scan > $K"
 sleep 6
 tap_check "kmemleak scan 2" bash -c "echo scan > $K"
 echo "# two scans took $((SECONDS - t0)) s"
-# rvram report judges the leaks from this file: one not written would
+# rvram-report summary judges the leaks from this file: one not written would
 # hide them all.
 save_report() { cat $K > "$RVRAM_RESULTS/kmemleak.txt"; }
 tap_check "kmemleak's report saved" save_report
 n=$(grep -c '^unreferenced object' "$RVRAM_RESULTS/kmemleak.txt")
-echo "# $n unreferenced object(s) in kmemleak.txt (rvram report judges whose)"
+echo "# $n unreferenced object(s) in kmemleak.txt (rvram-report summary judges whose)"
 tap_done

@@ -19,7 +19,7 @@
 #  - DmaBufTestCase: the RC players' creation fails with EOPNOTSUPP (the
 #    same registration), or no port of rxe0 is up.
 # None of these is acceptable here, so no skip is justified: a skip is a
-# failed test point too (and `rvram report` holds the suite to 0 skips).
+# failed test point too (and `rvram-report summary` holds the suite to 0 skips).
 # So is a case that did not run, and a run whose libibverbs or rxe
 # provider is not the build's.
 #

@@ -11,7 +11,7 @@ declare -A pyverbs_verdict
 # pyverbs_tap LOG VERDICTS: one test point on stdout for each case that
 # unittest -v reports in LOG, numbered on from pyverbs_n: "ok", "ok ...
 # # SKIP why", "not ok ... # TODO expected failure" for an expected
-# failure (budgeted like a skip by rvram report) or, for FAIL, ERROR and
+# failure (budgeted like a skip by rvram-report summary) or, for FAIL, ERROR and
 # an unexpected success, "not ok"; its name is unittest's
 # "method (module.Class.method)". VERDICTS gets "pass|skip|fail method" a
 # line. unittest -v prints a case with a docstring as "method (...)" on a

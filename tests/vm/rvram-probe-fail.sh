@@ -44,7 +44,7 @@ tap_check "unbind $gpu" rvram_unbind "$gpu"
 # each with failslab's two-line notice and no stack trace, never rate
 # limited: a vmalloc() whose allocation is failed (kvmalloc()'s fallback)
 # prints warn_alloc()'s report, which the harness's scan takes for real
-# unless the notice comes just before it (tools/rvram/src/report.rs,
+# unless the notice comes just before it (tools/report/src/report.rs,
 # injected_failure()). Not those of memremap_pages() (the
 # P2PDMA and device-coherent pagemaps), whose failures the base kernel
 # does not unwind: x86's add_pages() WARNs on them, and the sections

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # The harness's own test: the debug kernel prints a real report of each
-# kind that `rvram report` must find (tests/splat/rvram_splat.c), one after
+# kind that `rvram-report summary` must find (tests/splat/rvram_splat.c), one after
 # the other, each after a "rvram_splat: trigger KIND" line; `rvram
 # splat-check` then holds the splat scan to finding each one in its part of
 # the log (tools/check.sh). The detectors' thresholds are lowered first, so
@@ -10,7 +10,7 @@
 # (watchdog_thresh 1), an RCU stall after 3 s, a stuck workqueue pool after
 # 1 s. The kinds that end the boot (vm-bug: VM_BUG_ON_PAGE, its oops and
 # the panic) are not here: tests/vm/guest.sh triggers them after it saved
-# the log, and `rvram splat-check` finds them in the console.
+# the log, and `rvram-report splat-check` finds them in the console.
 # Environment: RVRAM_TOP.
 set -u
 . "$(dirname "$0")/tap.sh"
@@ -20,7 +20,7 @@ tap_check "hung task timeout 2 s" sysctl -qw kernel.hung_task_timeout_secs=2
 tap_check "watchdog threshold 1 s" sysctl -qw kernel.watchdog_thresh=1
 tap_check "RCU stall timeout 3 s" \
 	sh -c 'echo 3 > /sys/module/rcupdate/parameters/rcu_cpu_stall_timeout'
-# The same list, in the same order, as KINDS in tools/rvram/src/splatcheck.rs.
+# The same list, in the same order, as KINDS in tools/report/src/splatcheck.rs.
 # lockdep before kasan: a KASAN report turns lockdep off (LOCKDEP_NOW_UNRELIABLE).
 for kind in warn refcount ubsan-bounds ubsan-shift lockdep kasan hung-task soft-lockup \
 	hard-lockup rcu-stall alloc-fail dump-page wq-lockup; do

@@ -73,7 +73,7 @@ tap_bounded() {
 }
 
 # tap_done: the plan, and the suite's status. A suite that checked nothing
-# prints 1..0, which `rvram report` fails (nothing ran): a suite with
+# prints 1..0, which `rvram-report summary` fails (nothing ran): a suite with
 # nothing to test says so with tap_skip.
 tap_done() {
 	echo "1..$_tap_n"

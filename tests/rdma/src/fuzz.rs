@@ -20,7 +20,7 @@
 //! A failed operation moves the QPs to the error state: the case connects
 //! new ones. At the end the NIC and the CPU read the stable pages back,
 //! rvram's counters show the NIC reached VRAM through P2P aliases, and the
-//! guest's kernel log must show no splat (checked by `rvram report`).
+//! guest's kernel log must show no splat (checked by `rvram-report summary`).
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -58,7 +58,7 @@
  *
  * The device reads and writes pages while they are migrated and unmapped
  * under it: a driver that uses a stale translation reads or writes freed
- * memory, which KASAN reports in the kernel log (`rvram report` fails the
+ * memory, which KASAN reports in the kernel log (`rvram-report summary` fails the
  * run on it) and which may also corrupt this process.
  *
  * The sequence of operations of each thread is a function of SEED (printed;

@@ -6,7 +6,7 @@
  * creates trace the kernel's basic blocks they run through KCOV
  * (Documentation/dev-tools/kcov.rst, KCOV_TRACE_PC), a collector thread
  * drains the traces into one set of unique PCs, and at exit the set goes to
- * $RVRAM_KCOV_DIR/<program>.<pid>.pcs with what `rvram coverage` needs to
+ * $RVRAM_KCOV_DIR/<program>.<pid>.pcs with what `rvram-report coverage` needs to
  * place them: the kernel's _stext (KCOV subtracts the KASLR offset) and the
  * sections of the rvram and test_hmm modules. Without the variable,
  * nothing happens; with it, a kernel without KCOV fails the program.

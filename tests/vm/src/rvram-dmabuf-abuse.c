@@ -16,7 +16,7 @@
  * OWNER is the rvram index of a device-private GPU, OWNER_PCI its PCI
  * address (it is unbound and bound again). Every case asserts an exact
  * errno, signal or data outcome; the kernel log must stay free of reports
- * (tools/rvram/src/report.rs reads it). The racing part's choices are a
+ * (tools/report/src/report.rs reads it). The racing part's choices are a
  * function of SEED (printed; random when not given).
  *
  * Prints TAP.

@@ -69,7 +69,7 @@ impl Theirs {
 }
 
 /// rvram's verdict on a whole log: some suite, and every suite whole and
-/// without a failure (as `rvram report` judges a KUnit run).
+/// without a failure (as `rvram-report summary` judges a KUnit run).
 pub fn ours(text: &str) -> (bool, String) {
     let suites = ktap::parse(text);
     let mut c = ktap::Counts::default();

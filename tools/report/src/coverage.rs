@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! `rvram coverage DIR KOBJ RVRAM_KO`: which basic blocks of the migration
+//! `rvram-report coverage DIR KOBJ RVRAM_KO`: which basic blocks of the migration
 //! code the fuzz and stress suites of a `make coverage` run reached.
 //!
 //! The suites ran with `RVRAM_KCOV_DIR` (tests/vm/src/kcov.h) and left, per

@@ -171,7 +171,7 @@ pub fn check_log(log: &str) -> Vec<Point> {
     out
 }
 
-/// `rvram splat-check DIR`: the TAP of the check, and whether all held.
+/// `rvram-report splat-check DIR`: the TAP of the check, and whether all held.
 pub fn run(dir: &Path) -> io::Result<(String, bool)> {
     let log = match fs::read_to_string(dir.join("dmesg.txt")) {
         Ok(l) => l,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! `rvram bench-plot DIR`: the alias benchmark of one guest run as a chart.
+//! `rvram-report bench-plot DIR`: the alias benchmark of one guest run as a chart.
 //!
 //! `rvram-rdma-test --bench` (tests/rdma/src/bench/) prints its values as
 //! `# bench PART_SIZE_PAGES_PLACEMENT_METRIC VALUE UNIT` lines into its TAP,

@@ -1329,7 +1329,7 @@ pub fn apply(paths: &Paths) -> Result<Vec<String>> {
         if let Err(plain) = git.run(&["apply", "--cached", &f.to_string_lossy()]) {
             git.run(&["apply", "--cached", "--3way", &f.to_string_lossy()])
                 .map_err(|e| Error(format!("{name} does not apply: {plain}; merged: {e}")))?;
-            eprintln!("rvram: {name}: applied with a 3-way merge");
+            eprintln!("rvram-series: {name}: applied with a 3-way merge");
         }
         let tree = git.run(&["write-tree"])?;
         let text = fs::read_to_string(f)?;
