@@ -41,12 +41,23 @@ headers=("$RVRAM_TOP/tests/vm/src/dmirror.h" "$RVRAM_TOP/tests/vm/src/rvram-bo.h
 # run, a worktree) builds its own versions at the same time.
 bindir=$RVRAM_TOP/target/rvram-tests
 mkdir -p "$bindir"
+# hmm-race.c is also a kernel selftest (test-hmm-fixes posts it as
+# tools/testing/selftests/mm/hmm-race.c): built here as the mm selftests'
+# Makefile builds it, against KOBJ's kselftest.h and lib/test_hmm_uapi.h,
+# plus kcov.h for `make coverage` (an empty _GNU_SOURCE, so that the
+# program's own #define of it, which comes after, is the same).
+headers+=("$src/lib/test_hmm_uapi.h" "$src/tools/testing/selftests/kselftest.h")
+selftest=(-Wunreachable-code -I"$src" -I"$src/tools/testing/selftests"
+	-isystem "$kobj/usr/include" -D_GNU_SOURCE= -include "$RVRAM_TOP/tests/vm/src/kcov.h")
 for c in "$RVRAM_TOP"/tests/vm/src/*.c; do
-	bin=$bindir/$(basename "$c" .c)
+	name=$(basename "$c" .c)
+	bin=$bindir/$name
 	sum=$(cat "$c" "${headers[@]}" | sha256sum | cut -d' ' -f1)
 	if [ ! -x "$bin" ] || [ "$(cat "$bin.sha256" 2>/dev/null)" != "$sum" ]; then
 		rm -f "$bin.sha256"
-		gcc -O2 -Wall -Werror -o "$bin" "$c"
+		flags=()
+		[ "$name" = hmm-race ] && flags=("${selftest[@]}")
+		gcc -O2 -Wall -Werror "${flags[@]}" -o "$bin" "$c" -lpthread
 		echo "$sum" > "$bin.sha256"
 	fi
 done

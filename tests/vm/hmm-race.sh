@@ -1,9 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # Concurrent dmirror commands against migrations, zaps and remaps of the
-# same range (src/hmm-race.c), on a dmirror provider:
+# same range (src/hmm-race.c, posted as a kernel selftest), on a dmirror
+# provider:
 #
-#   hmm-race.sh test_hmm [SECONDS]   lib/test_hmm.ko, /dev/hmm_dmirror0
+#   hmm-race.sh test_hmm [SECONDS]   lib/test_hmm.ko, /dev/hmm_dmirror0;
+#                                    /dev/hmm_dmirror1 reads and writes
+#                                    the range through aliases meanwhile
 #   hmm-race.sh rvram [SECONDS]      rvram.ko, /dev/rvram0; with a second
 #                                    GPU, /dev/rvram1 reads and writes the
 #                                    range through P2P aliases meanwhile;
@@ -47,11 +50,17 @@ test_hmm)
 	# ("lib/test_hmm: do not wait for device pages in use ...").
 	# RVRAM_RACE_RELEASE=0 leaves it out.
 	[ "${RVRAM_RACE_RELEASE:-1}" = 0 ] && args=(-R)
+	# The second device reads and writes the same ranges through the
+	# aliases of the first one's pages (HMM_DMIRROR_FLAG_ALIAS) while
+	# they migrate.
+	args+=(-p /dev/hmm_dmirror1 -f 2)
 	;;
 rvram)
 	rvram_load || exit 1
 	dev=/dev/rvram0
-	[ -e /dev/rvram1 ] && args=(-p /dev/rvram1)
+	# rvram's FLAGS bit 16 (rvram.rst): the peer reaches rvram0's VRAM
+	# through P2P DMA aliases instead of migrating it.
+	[ -e /dev/rvram1 ] && args=(-p /dev/rvram1 -f 0x10000)
 	;;
 *)
 	echo "hmm-race.sh: unknown provider $provider" >&2

@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Concurrent dmirror ioctls against migration and CPU page table changes
- * of the same range, for any driver of the lib/test_hmm ioctl ABI
- * (test_hmm's /dev/hmm_dmirrorN, rvram's /dev/rvramN).
+ * HMM stress test: concurrent dmirror commands against migrations and
+ * CPU page table changes of the same ranges, for lib/test_hmm (or any
+ * driver of its ioctl ABI).
  *
- *   hmm-race [-R] [-p PEER] DEVICE [SECONDS [SEED]]
+ *   hmm-race [-R] [-p PEER [-f FLAGS]] DEVICE [SECONDS [SEED]]
  *
- * One process, eight threads, on one 64-page anonymous region (the "race
- * region") and one 2 MiB-aligned region of 512 pages that asks for
- * transparent huge pages (the "huge region", MADV_HUGEPAGE), plus a
- * read-only, a PROT_NONE and a shared memfd region:
+ * e.g. "hmm-race /dev/hmm_dmirror0 60", or test_hmm.sh race. One process,
+ * eight threads, on one 64-page anonymous region (the "race region") and
+ * one 2 MiB-aligned region of 512 pages that asks for transparent huge
+ * pages (the "huge region", MADV_HUGEPAGE), plus a read-only, a PROT_NONE
+ * and a shared memfd region:
  *
  *  - three ioctl threads issue random READ, WRITE, READ_UNLOCKED,
  *    MIGRATE_TO_DEV, MIGRATE_TO_SYS, SNAPSHOT, EXCLUSIVE, CHECK_EXCLUSIVE,
@@ -30,13 +31,14 @@
  *    others' FLAGS do not reach it): it writes a pattern with the CPU,
  *    migrates it to the device, writes a new pattern with the device,
  *    migrates it back, and checks every byte after each step (if the
- *    device is unbound meanwhile, every page must hold the data from
+ *    device goes away meanwhile, every page must hold the data from
  *    before or after the command that ENODEV cut short);
  *  - with -p, a peer thread reads and writes the race and huge regions
- *    through a second device (rvram's /dev/rvramN) that asks for P2P
- *    aliases (rvram's FLAGS bit 16): pages in DEVICE's memory are accessed
- *    through their PCI P2PDMA alias while they migrate and are revoked
- *    under it;
+ *    through a second device, whose files first get FLAGS with
+ *    HMM_DMIRROR_FLAGS (default 0): with none, PEER's faults migrate
+ *    DEVICE's pages back to system memory; a driver flag that has PEER
+ *    reach them where they are (a P2P DMA alias, say) races that access
+ *    with their migration instead;
  *  - a THP thread owns a second 2 MiB-aligned 512-page buffer (a THP) and
  *    its own file: each round it writes new contents, with the CPU or
  *    through the device, then migrates all of it (one PMD-sized folio) or
@@ -44,8 +46,8 @@
  *    times, checking what each migration copied, SNAPSHOT telling whether
  *    the buffer sits in device memory as one PMD; then it checks every
  *    byte through the device and with the CPU. Meanwhile a THP reader
- *    thread reads random ranges of the buffer through PEER's aliases (with
- *    -p; otherwise through a second file of DEVICE) and with the CPU (a
+ *    thread reads random ranges of the buffer through PEER (with -p;
+ *    otherwise through a second file of DEVICE) and with the CPU (a
  *    fault that migrates a huge device page back), and checks every byte.
  *    Contents change only while the reader waits (a lock); the
  *    migrations race the reads. A round maps a fresh THP when the last one
@@ -54,25 +56,24 @@
  *
  * -R leaves RELEASE out of the mix: test_hmm's RELEASE tears down the
  * device's memory (memunmap_pages()) while other threads migrate into it,
- * which is a test hook, not a use a driver must survive.
+ * which is a test hook, not a use every driver must survive.
  *
  * The device reads and writes pages while they are migrated and unmapped
  * under it: a driver that uses a stale translation reads or writes freed
- * memory, which KASAN reports in the kernel log (`rvram-report summary` fails the
- * run on it) and which may also corrupt this process.
+ * memory, which KASAN reports in the kernel log (check it after a run),
+ * and which may also corrupt this process.
  *
  * The sequence of operations of each thread is a function of SEED (printed;
  * the default is the time): a failure replays with the same seed, up to
- * thread interleaving. Prints TAP; exits non-zero on a failure.
+ * thread interleaving.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdint.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -80,23 +81,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kcov.h"
+#include "kselftest.h"
+#include <lib/test_hmm_uapi.h>
 
-struct hmm_dmirror_cmd {
-	uint64_t addr, ptr, npages, cpages, faults;
-};
-
-#define CMD(nr) _IOWR('H', (nr), struct hmm_dmirror_cmd)
-#define HMM_DMIRROR_READ CMD(0x00)
-#define HMM_DMIRROR_WRITE CMD(0x01)
-#define HMM_DMIRROR_MIGRATE_TO_DEV CMD(0x02)
-#define HMM_DMIRROR_MIGRATE_TO_SYS CMD(0x03)
-#define HMM_DMIRROR_SNAPSHOT CMD(0x04)
-#define HMM_DMIRROR_EXCLUSIVE CMD(0x05)
-#define HMM_DMIRROR_CHECK_EXCLUSIVE CMD(0x06)
-#define HMM_DMIRROR_RELEASE CMD(0x07)
-#define HMM_DMIRROR_FLAGS CMD(0x08)
-#define HMM_DMIRROR_READ_UNLOCKED CMD(0x09)
+typedef unsigned long long u64;
 
 #define PAGE 4096UL
 #define RACE_PAGES 64
@@ -124,27 +112,29 @@ static const struct {
 	{ HMM_DMIRROR_FLAGS, "FLAGS", 1 },
 	{ 0, "unknown", 1 },
 };
-#define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
 
-/* The errnos a dmirror command may return (Documentation/misc-devices/rvram.rst). */
+#define NCMDS ARRAY_SIZE(cmds)
+#define CMD_MIGRATE_TO_DEV 3
+#define CMD_RELEASE 8
+#define CMD_FLAGS 9
+
+/*
+ * The errnos a command may return: test_hmm's, and ENODEV, EOPNOTSUPP and
+ * EINTR, which a driver of the same ABI returns once its device is gone,
+ * for a command it does not implement and when a signal interrupts it.
+ */
 static const int abi_errnos[] = {
 	EINVAL, EFAULT, ENOMEM, EPERM, ENOENT, EBUSY, E2BIG, EOPNOTSUPP, EINTR, ENODEV,
 };
-
-/* rvram's HMM_DMIRROR_FLAGS bit: fault as a P2P DMA alias client. */
-#define RVRAM_FLAG_ALIAS_DMA (1ULL << 16)
-
-/* SNAPSHOT's per-page bytes (lib/test_hmm_uapi.h). */
-#define HMM_DMIRROR_PROT_PMD 0x04
-#define HMM_DMIRROR_PROT_DEV_PRIVATE_LOCAL 0x20
 
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25
 #endif
 
 static const char *dev, *peer;
+static u64 peer_flags;
 static int no_release;
-static uint64_t seed;
+static u64 seed;
 static char *race, *huge, *ro, *none, *shared;
 static atomic_int stop;
 static atomic_ulong calls[NCMDS], ok_calls[NCMDS], hostile_calls, must_fail_calls, bad_errno;
@@ -165,7 +155,7 @@ static atomic_ulong thp_gen;
 static atomic_ulong thp_rounds, thp_pmd_rounds, thp_migrations, thp_migrations_ok;
 static atomic_ulong thp_reads, thp_reads_ok, thp_cpu_reads, thp_bytes, thp_bad, thp_errs;
 
-static uint64_t next(uint64_t *s)
+static u64 next(u64 *s)
 {
 	/* xorshift64* */
 	*s ^= *s >> 12;
@@ -174,20 +164,20 @@ static uint64_t next(uint64_t *s)
 	return *s * 0x2545f4914f6cdd1dULL;
 }
 
-static uint64_t below(uint64_t *s, uint64_t n)
+static u64 below(u64 *s, u64 n)
 {
 	return n ? next(s) % n : 0;
 }
 
 static int is_abi_errno(int e)
 {
-	for (size_t i = 0; i < sizeof(abi_errnos) / sizeof(abi_errnos[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(abi_errnos); i++)
 		if (abi_errnos[i] == e)
 			return 1;
 	return 0;
 }
 
-static int pick_cmd(uint64_t *s)
+static int pick_cmd(u64 *s)
 {
 	int total = 0, r;
 	size_t i;
@@ -196,7 +186,7 @@ static int pick_cmd(uint64_t *s)
 		total += cmds[i].weight;
 	/* RELEASE evicts the whole device: rare, but part of the mix. */
 	if (below(s, 400) == 0 && !no_release)
-		return 8;
+		return CMD_RELEASE;
 	r = below(s, total);
 	for (i = 0; i < NCMDS; i++) {
 		if (r < cmds[i].weight)
@@ -212,23 +202,62 @@ static int pick_cmd(uint64_t *s)
  * a count of 0 and wrapping before they look at the command), 1 for the
  * others, which some commands ignore (FLAGS and RELEASE take no range).
  */
-static int hostile(uint64_t *s, struct hmm_dmirror_cmd *c, char *buf)
+static int hostile(u64 *s, struct hmm_dmirror_cmd *c, char *buf)
 {
 	switch (below(s, 14)) {
-	case 0: c->addr += 1 + below(s, PAGE - 1); return 2;	/* unaligned */
-	case 1: c->addr = 0; break;
-	case 2: c->addr = 0xffff888000000000ULL; break;		/* kernel */
-	case 3: c->addr = (uintptr_t)race + RACE_PAGES * PAGE; break;	/* guard hole */
-	case 4: c->npages = 0; return 2;
-	case 5: c->npages = 1ULL << (40 + below(s, 13)); break;	/* huge */
-	case 6: c->npages = ~0ULL - below(s, 4); return 2;	/* wraps */
-	case 7: c->npages = (1ULL << 52) - below(s, 2); return 2; /* bytes wrap */
-	case 8: c->ptr = 0; break;
-	case 9: c->ptr = (uintptr_t)ro; break;			/* read-only buffer */
-	case 10: c->addr = (uintptr_t)none; c->npages = 1 + below(s, SIDE_PAGES); break;
-	case 11: c->addr = (uintptr_t)ro; c->npages = 1 + below(s, SIDE_PAGES); break;
-	case 12: c->addr = (uintptr_t)shared; c->npages = 1 + below(s, SIDE_PAGES); break;
-	default: c->ptr = (uintptr_t)race; break;		/* overlaps the range */
+	case 0:
+		/* Unaligned. */
+		c->addr += 1 + below(s, PAGE - 1);
+		return 2;
+	case 1:
+		c->addr = 0;
+		break;
+	case 2:
+		/* A kernel address. */
+		c->addr = 0xffff888000000000ULL;
+		break;
+	case 3:
+		/* The unmapped page after the race region. */
+		c->addr = (uintptr_t)race + RACE_PAGES * PAGE;
+		break;
+	case 4:
+		c->npages = 0;
+		return 2;
+	case 5:
+		/* Huge. */
+		c->npages = 1ULL << (40 + below(s, 13));
+		break;
+	case 6:
+		/* The end wraps. */
+		c->npages = ~0ULL - below(s, 4);
+		return 2;
+	case 7:
+		/* The size in bytes wraps. */
+		c->npages = (1ULL << 52) - below(s, 2);
+		return 2;
+	case 8:
+		c->ptr = 0;
+		break;
+	case 9:
+		/* A read-only buffer. */
+		c->ptr = (uintptr_t)ro;
+		break;
+	case 10:
+		c->addr = (uintptr_t)none;
+		c->npages = 1 + below(s, SIDE_PAGES);
+		break;
+	case 11:
+		c->addr = (uintptr_t)ro;
+		c->npages = 1 + below(s, SIDE_PAGES);
+		break;
+	case 12:
+		c->addr = (uintptr_t)shared;
+		c->npages = 1 + below(s, SIDE_PAGES);
+		break;
+	default:
+		/* A buffer that overlaps the range. */
+		c->ptr = (uintptr_t)race;
+		break;
 	}
 	(void)buf;
 	return 1;
@@ -236,7 +265,7 @@ static int hostile(uint64_t *s, struct hmm_dmirror_cmd *c, char *buf)
 
 static void *ioctl_thread(void *arg)
 {
-	uint64_t s = seed * 0x9e3779b97f4a7c15ULL + (uintptr_t)arg + 1;
+	u64 s = seed * 0x9e3779b97f4a7c15ULL + (uintptr_t)arg + 1;
 	size_t buflen = (HUGE_PAGES + SIDE_PAGES) * PAGE;
 	char *buf = malloc(buflen);
 	int fd = open(dev, O_RDWR);
@@ -250,7 +279,7 @@ static void *ioctl_thread(void *arg)
 	while (!atomic_load(&stop)) {
 		int i = pick_cmd(&s), ret, e, must_fail;
 		int h = below(&s, 4) == 0;
-		uint64_t pages = h ? HUGE_PAGES : RACE_PAGES, first = below(&s, pages);
+		u64 pages = h ? HUGE_PAGES : RACE_PAGES, first = below(&s, pages);
 		struct hmm_dmirror_cmd c = {
 			.addr = (uintptr_t)(h ? huge : race) + first * PAGE,
 			.ptr = (uintptr_t)buf,
@@ -258,7 +287,7 @@ static void *ioctl_thread(void *arg)
 		};
 		unsigned long nr = cmds[i].cmd;
 
-		if (i == 9) {
+		if (i == CMD_FLAGS) {
 			/* FLAGS: fail the next allocation, or bad flags. */
 			c.npages = below(&s, 4) ? 1 : next(&s);
 		} else if (cmds[i].cmd == 0) {
@@ -314,8 +343,8 @@ struct chaos {
 	const char *name;
 	char **base;
 	size_t pages;
-	uint64_t salt;
-	void (*op)(uint64_t *s, int fd, struct hmm_dmirror_cmd *c, char *p, size_t n);
+	u64 salt;
+	void (*op)(u64 *s, int fd, struct hmm_dmirror_cmd *c, char *p, size_t n);
 	atomic_ulong *ops;
 };
 
@@ -324,7 +353,7 @@ struct chaos {
  * fresh anonymous pages over, write, migrate all of it to the device,
  * ask for THP.
  */
-static void chaos_op(uint64_t *s, int fd, struct hmm_dmirror_cmd *c, char *p, size_t n)
+static void chaos_op(u64 *s, int fd, struct hmm_dmirror_cmd *c, char *p, size_t n)
 {
 	switch (below(s, 6)) {
 	case 0:
@@ -357,7 +386,7 @@ static void chaos_op(uint64_t *s, int fd, struct hmm_dmirror_cmd *c, char *p, si
  * back), migrates all of it to the device, maps a fresh THP region over it
  * or collapses it again.
  */
-static void huge_chaos_op(uint64_t *s, int fd, struct hmm_dmirror_cmd *c, char *p, size_t n)
+static void huge_chaos_op(u64 *s, int fd, struct hmm_dmirror_cmd *c, char *p, size_t n)
 {
 	switch (below(s, 6)) {
 	case 0:
@@ -386,6 +415,7 @@ static void huge_chaos_op(uint64_t *s, int fd, struct hmm_dmirror_cmd *c, char *
 static struct chaos small_chaos = {
 	"chaos thread", &race, RACE_PAGES, 101, chaos_op, &chaos_ops,
 };
+
 static struct chaos big_chaos = {
 	"huge chaos thread", &huge, HUGE_PAGES, 505, huge_chaos_op, &huge_chaos_ops,
 };
@@ -394,7 +424,7 @@ static struct chaos big_chaos = {
 static void *chaos_thread(void *arg)
 {
 	struct chaos *ch = arg;
-	uint64_t s = seed * 0x9e3779b97f4a7c15ULL + ch->salt;
+	u64 s = seed * 0x9e3779b97f4a7c15ULL + ch->salt;
 	char *tmp = malloc(ch->pages * PAGE);
 	int fd = open(dev, O_RDWR);
 
@@ -405,7 +435,7 @@ static void *chaos_thread(void *arg)
 	}
 	while (!atomic_load(&stop)) {
 		char *base = *ch->base;
-		uint64_t first = below(&s, ch->pages);
+		u64 first = below(&s, ch->pages);
 		size_t n = 1 + below(&s, ch->pages - first);
 		struct hmm_dmirror_cmd c = {
 			.addr = (uintptr_t)base, .ptr = (uintptr_t)tmp, .npages = ch->pages,
@@ -423,9 +453,9 @@ static void *chaos_thread(void *arg)
 
 static void *peer_thread(void *arg)
 {
-	uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 202;
+	u64 s = seed * 0x9e3779b97f4a7c15ULL + 202;
 	char *buf = malloc(HUGE_SIZE);
-	struct hmm_dmirror_cmd f = { .npages = RVRAM_FLAG_ALIAS_DMA };
+	struct hmm_dmirror_cmd f = { .npages = peer_flags };
 	int fd = open(peer, O_RDWR);
 
 	(void)arg;
@@ -437,7 +467,7 @@ static void *peer_thread(void *arg)
 	memset(buf, 0x77, HUGE_SIZE);
 	while (!atomic_load(&stop)) {
 		int h = below(&s, 4) == 0;
-		uint64_t pages = h ? HUGE_PAGES : RACE_PAGES, first = below(&s, pages);
+		u64 pages = h ? HUGE_PAGES : RACE_PAGES, first = below(&s, pages);
 		struct hmm_dmirror_cmd c = {
 			.addr = (uintptr_t)(h ? huge : race) + first * PAGE,
 			.ptr = (uintptr_t)buf,
@@ -456,10 +486,10 @@ static void *peer_thread(void *arg)
 	return NULL;
 }
 
-static void fill(char *p, size_t len, uint64_t gen)
+static void fill(char *p, size_t len, u64 gen)
 {
 	for (size_t i = 0; i < len; i += 8) {
-		uint64_t v = gen * 0x100000001b3ULL ^ (i / 8);
+		u64 v = gen * 0x100000001b3ULL ^ (i / 8);
 
 		memcpy(p + i, &v, 8);
 	}
@@ -478,7 +508,7 @@ static size_t differ(const char *a, const char *b, size_t len)
  * One data-thread step: 0, or -errno. A failure is only an error for
  * `must`, and never once the device is gone (ENODEV: unbound).
  */
-static int data_ioctl(int fd, unsigned long nr, char *buf, void *ptr, uint64_t npages,
+static int data_ioctl(int fd, unsigned long nr, char *buf, void *ptr, u64 npages,
 		      int must, atomic_ulong *errs)
 {
 	struct hmm_dmirror_cmd c;
@@ -534,7 +564,7 @@ static void *data_thread(void *arg)
 	char *buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	char *old = malloc(len), *want = malloc(len), *got = malloc(len);
 	int fd = open(dev, O_RDWR);
-	uint64_t gen = seed << 16;
+	u64 gen = seed << 16;
 
 	(void)arg;
 	if (fd < 0 || buf == MAP_FAILED || !old || !want || !got) {
@@ -588,11 +618,11 @@ static void *data_thread(void *arg)
  * which page of which generation of fill() — the data thread's or the THP
  * thread's — or "something else". At most 16 such lines a run.
  */
-static void describe_page(const char *what, uint64_t page, const char *got)
+static void describe_page(const char *what, u64 page, const char *got)
 {
 	static atomic_int lines;
 	static const char *const bufs[] = { "data", "THP" };
-	uint64_t v, w;
+	u64 v, w;
 	size_t zero = 0;
 	struct timespec ts;
 
@@ -604,20 +634,22 @@ static void describe_page(const char *what, uint64_t page, const char *got)
 		zero += !got[i];
 	memcpy(&v, got, 8);
 	for (int b = 0; b < 2; b++) {
-		uint64_t base = (seed << 16) + ((uint64_t)b << 48);
+		u64 base = (seed << 16) + ((u64)b << 48);
 
-		for (uint64_t g = 0; g <= 100000; g++) {
+		for (u64 g = 0; g <= 100000; g++) {
 			w = v ^ ((base + g) * 0x100000001b3ULL);
 			if (w % (PAGE / 8) || w / (PAGE / 8) >= HUGE_PAGES)
 				continue;
-			fprintf(stderr, "hmm-race: [%ld.%03ld] %s: page %" PRIu64 " holds page %" PRIu64 " of %s generation %" PRIu64 " (THP is at %" PRIu64 ")\n",
+			fprintf(stderr,
+				"hmm-race: [%ld.%03ld] %s: page %llu holds page %llu of %s generation %llu (THP is at %llu)\n",
 				(long)ts.tv_sec, ts.tv_nsec / 1000000, what, page,
 				w / (PAGE / 8), bufs[b], g,
-				(uint64_t)(atomic_load(&thp_gen) - ((seed << 16) + (1ULL << 48))));
+				(u64)(atomic_load(&thp_gen) - ((seed << 16) + (1ULL << 48))));
 			return;
 		}
 	}
-	fprintf(stderr, "hmm-race: [%ld.%03ld] %s: page %" PRIu64 " holds something else (%zu zero bytes, first word %#" PRIx64 ")\n",
+	fprintf(stderr,
+		"hmm-race: [%ld.%03ld] %s: page %llu holds something else (%zu zero bytes, first word %#llx)\n",
 		(long)ts.tv_sec, ts.tv_nsec / 1000000, what, page, zero, v);
 }
 
@@ -627,13 +659,13 @@ static void describe_page(const char *what, uint64_t page, const char *got)
  * contents once a device write was cut short (`thp_torn`). `what` names
  * the check in the log.
  */
-static size_t thp_differ(const char *what, const char *got, uint64_t first, uint64_t n)
+static size_t thp_differ(const char *what, const char *got, u64 first, u64 n)
 {
 	const char *want = thp_want + first * PAGE, *old = thp_old + first * PAGE;
 	int torn = atomic_load(&thp_torn);
 	size_t bad = 0;
 
-	for (uint64_t i = 0; i < n * PAGE; i += PAGE) {
+	for (u64 i = 0; i < n * PAGE; i += PAGE) {
 		if (!memcmp(got + i, want + i, PAGE) || (torn && !memcmp(got + i, old + i, PAGE)))
 			continue;
 		bad += differ(got + i, want + i, PAGE);
@@ -646,7 +678,7 @@ static size_t thp_differ(const char *what, const char *got, uint64_t first, uint
  * One THP migration of the `n` pages at page `first`, under the readers:
  * what MIGRATE_TO_DEV read back must be the contents. 0, or -errno.
  */
-static int thp_migrate(int fd, unsigned long nr, uint64_t first, uint64_t n, char *got)
+static int thp_migrate(int fd, unsigned long nr, u64 first, u64 n, char *got)
 {
 	int r = data_ioctl(fd, nr, thp + first * PAGE, got, n, 0, &thp_errs);
 
@@ -658,7 +690,8 @@ static int thp_migrate(int fd, unsigned long nr, uint64_t first, uint64_t n, cha
 		size_t bad = thp_differ("THP: MIGRATE_TO_DEV read-back", got, first, n);
 
 		if (bad)
-			fprintf(stderr, "hmm-race: THP: MIGRATE_TO_DEV of pages %" PRIu64 "-%" PRIu64 " read back %zu wrong bytes\n",
+			fprintf(stderr,
+				"hmm-race: THP: MIGRATE_TO_DEV of pages %llu-%llu read back %zu wrong bytes\n",
 				first, first + n - 1, bad);
 		atomic_fetch_add(&thp_bad, bad);
 		atomic_fetch_add(&thp_bytes, n * PAGE);
@@ -668,7 +701,7 @@ static int thp_migrate(int fd, unsigned long nr, uint64_t first, uint64_t n, cha
 
 static void *thp_thread(void *arg)
 {
-	uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 303, gen = (seed << 16) + (1ULL << 48);
+	u64 s = seed * 0x9e3779b97f4a7c15ULL + 303, gen = (seed << 16) + (1ULL << 48);
 	unsigned char *snap = malloc(HUGE_PAGES);
 	char *got = malloc(HUGE_SIZE);
 	int fd = open(dev, O_RDWR), pmd = 0;
@@ -715,7 +748,7 @@ static void *thp_thread(void *arg)
 		/* Migrations under the reader: the whole PMD, or part of it. */
 		pmd = 0;
 		for (int k = 0; k < 4 && !atomic_load(&stop) && r != -ENODEV; k++) {
-			uint64_t first = 0, n = HUGE_PAGES;
+			u64 first = 0, n = HUGE_PAGES;
 			int to_dev = below(&s, 2);
 
 			if (below(&s, 3) == 0) {
@@ -767,9 +800,9 @@ static void *thp_thread(void *arg)
  */
 static void *thp_reader(void *arg)
 {
-	uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 404;
+	u64 s = seed * 0x9e3779b97f4a7c15ULL + 404;
 	char *buf = malloc(HUGE_SIZE);
-	struct hmm_dmirror_cmd f = { .npages = RVRAM_FLAG_ALIAS_DMA };
+	struct hmm_dmirror_cmd f = { .npages = peer_flags };
 	int fd = open(peer ? peer : dev, O_RDWR), gone = 0;
 
 	(void)arg;
@@ -779,7 +812,7 @@ static void *thp_reader(void *arg)
 		return NULL;
 	}
 	while (!atomic_load(&stop)) {
-		uint64_t first = 0, n = HUGE_PAGES;
+		u64 first = 0, n = HUGE_PAGES;
 		size_t bad;
 
 		if (below(&s, 2)) {
@@ -816,7 +849,7 @@ static void *thp_reader(void *arg)
 		}
 		pthread_rwlock_unlock(&thp_lock);
 		if (bad)
-			fprintf(stderr, "hmm-race: THP reader: pages %" PRIu64 "-%" PRIu64 ": %zu wrong bytes\n",
+			fprintf(stderr, "hmm-race: THP reader: pages %llu-%llu: %zu wrong bytes\n",
 				first, first + n - 1, bad);
 		atomic_fetch_add(&thp_bad, bad);
 	}
@@ -825,23 +858,12 @@ static void *thp_reader(void *arg)
 	return NULL;
 }
 
-static int tap_n, tap_failed;
-
-static void check(int ok, const char *what)
-{
-	printf("%sok %d %s\n", ok ? "" : "not ", ++tap_n, what);
-	if (!ok)
-		tap_failed++;
-}
-
 static char *map(size_t len, int prot, int flags, int fd)
 {
 	char *p = mmap(NULL, len, prot, flags, fd, 0);
 
-	if (p == MAP_FAILED) {
-		perror("hmm-race: mmap");
-		exit(2);
-	}
+	if (p == MAP_FAILED)
+		ksft_exit_fail_perror("mmap");
 	return p;
 }
 
@@ -851,10 +873,8 @@ static char *map_huge(void)
 	char *area = map(2 * HUGE_SIZE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
 	char *p = (char *)(((uintptr_t)area + HUGE_SIZE - 1) & ~(HUGE_SIZE - 1));
 
-	if (map_thp(p)) {
-		perror("hmm-race: mmap");
-		exit(2);
-	}
+	if (map_thp(p))
+		ksft_exit_fail_perror("mmap");
 	return p;
 }
 
@@ -863,54 +883,64 @@ int main(int argc, char **argv)
 	pthread_t th[IOCTL_THREADS + 6];
 	pthread_rwlockattr_t attr;
 	unsigned long total = 0, ok = 0;
-	int seconds, fd, i, nth;
-	char *area;
+	int seconds, fd, i, nth, opt;
+	char *area, *end;
 
-	for (;;) {
-		if (argc > 1 && !strcmp(argv[1], "-R")) {
+	while ((opt = getopt(argc, argv, "Rp:f:")) != -1) {
+		switch (opt) {
+		case 'R':
 			no_release = 1;
-			argv++;
-			argc--;
-		} else if (argc > 2 && !strcmp(argv[1], "-p")) {
-			peer = argv[2];
-			argv += 2;
-			argc -= 2;
-		} else {
 			break;
+		case 'p':
+			peer = optarg;
+			break;
+		case 'f':
+			errno = 0;
+			peer_flags = strtoull(optarg, &end, 0);
+			if (errno || *end || end == optarg)
+				goto usage;
+			break;
+		default:
+			goto usage;
 		}
 	}
+	argc -= optind - 1;
+	argv += optind - 1;
 	seconds = argc > 2 ? atoi(argv[2]) : 30;
-	if (argc < 2 || argc > 4 || seconds <= 0) {
-		fprintf(stderr, "usage: %s [-R] [-p PEER] DEVICE [SECONDS [SEED]]\n", argv[0]);
-		return 2;
+	if (argc < 2 || argc > 4 || seconds <= 0 || (peer_flags && !peer)) {
+usage:
+		fprintf(stderr,
+			"usage: hmm-race [-R] [-p PEER [-f FLAGS]] DEVICE [SECONDS [SEED]]\n");
+		return KSFT_FAIL;
 	}
 	dev = argv[1];
-	seed = argc > 3 ? strtoull(argv[3], NULL, 0) : (uint64_t)time(NULL);
+	seed = argc > 3 ? strtoull(argv[3], NULL, 0) : (u64)time(NULL);
 	if (!seed)
 		seed = 1;
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	printf("TAP version 13\n");
-	printf("# hmm-race %s%s%s %s %d %" PRIu64 "\n", no_release ? "-R " : "", peer ? "-p " : "",
-	       peer ? peer : "", dev, seconds, seed);
+	ksft_print_header();
+	ksft_print_msg("hmm-race: %s, peer %s (FLAGS %#llx), %d s, RELEASE %s, seed %llu\n",
+		       dev, peer ? peer : "none", peer_flags, seconds, no_release ? "off" : "on",
+		       seed);
 
 	fd = open(dev, O_RDWR);
-	check(fd >= 0, "open the device");
 	if (fd < 0)
-		return 1;
+		ksft_exit_skip("cannot open %s: %s\n", dev, strerror(errno));
 	close(fd);
+	ksft_set_plan(peer ? 10 : 9);
 
 	/* A 2 MiB aligned race region with an unmapped page after it. */
 	area = map(4UL << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
 	race = (char *)(((uintptr_t)area + (2UL << 20) - 1) & ~((2UL << 20) - 1));
 	if (mmap(race, RACE_PAGES * PAGE, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
-		return 2;
+		ksft_exit_fail_perror("mmap");
 	memset(race, 0x11, RACE_PAGES * PAGE);
 	ro = map(SIDE_PAGES * PAGE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1);
 	none = map(SIDE_PAGES * PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
 	fd = memfd_create("hmm-race", 0);
 	if (fd < 0 || ftruncate(fd, SIDE_PAGES * PAGE))
-		return 2;
+		ksft_exit_fail_perror("memfd");
 	shared = map(SIDE_PAGES * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
 	memset(shared, 0x22, SIDE_PAGES * PAGE);
 	huge = map_huge();
@@ -939,55 +969,61 @@ int main(int argc, char **argv)
 		pthread_join(th[i], NULL);
 
 	for (i = 0; i < (int)NCMDS; i++) {
-		printf("# %-16s %8lu calls, %8lu returned 0\n", cmds[i].name,
-		       atomic_load(&calls[i]), atomic_load(&ok_calls[i]));
+		ksft_print_msg("%-16s %8lu calls, %8lu returned 0\n", cmds[i].name,
+			       atomic_load(&calls[i]), atomic_load(&ok_calls[i]));
 		total += atomic_load(&calls[i]);
 		ok += atomic_load(&ok_calls[i]);
 	}
-	printf("# ioctls: %lu (%lu returned 0, %lu with hostile arguments, %lu of them invalid ranges); chaos: %lu, on the huge region: %lu; data rounds: %lu, %lu bytes checked\n",
-	       total, ok, atomic_load(&hostile_calls), atomic_load(&must_fail_calls),
-	       atomic_load(&chaos_ops),
-	       atomic_load(&huge_chaos_ops), atomic_load(&data_rounds), atomic_load(&data_bytes));
+	ksft_print_msg("ioctls: %lu (%lu returned 0, %lu hostile, %lu invalid ranges)\n",
+		       total, ok, atomic_load(&hostile_calls), atomic_load(&must_fail_calls));
+	ksft_print_msg("chaos: %lu, on the huge region: %lu; data rounds: %lu, %lu bytes checked\n",
+		       atomic_load(&chaos_ops), atomic_load(&huge_chaos_ops),
+		       atomic_load(&data_rounds), atomic_load(&data_bytes));
 	/* Every kind of command ran, and most valid ones succeeded. */
-	check(total > 0 && ok > 0 && atomic_load(&calls[3]) > 0, "the ioctl threads ran");
-	check(atomic_load(&bad_errno) == 0, "every ioctl returned 0 or an errno of the ABI, EINVAL for a range no command may take");
+	ksft_test_result(total > 0 && ok > 0 && atomic_load(&calls[CMD_MIGRATE_TO_DEV]) > 0,
+			 "the ioctl threads ran\n");
 	if (atomic_load(&bad_errno))
-		printf("# %lu bad returns, first: %s errno %d\n", atomic_load(&bad_errno),
-		       cmds[atomic_load(&first_bad_cmd)].name, atomic_load(&first_bad_errno));
-	check(atomic_load(&chaos_ops) > 0 && atomic_load(&huge_chaos_ops) > 0,
-	      "the chaos threads ran");
+		ksft_print_msg("%lu bad returns, first: %s errno %d\n", atomic_load(&bad_errno),
+			       cmds[atomic_load(&first_bad_cmd)].name,
+			       atomic_load(&first_bad_errno));
+	ksft_test_result(atomic_load(&bad_errno) == 0,
+			 "every ioctl returned 0 or an errno of the ABI, EINVAL for a range no command may take\n");
+	ksft_test_result(atomic_load(&chaos_ops) > 0 && atomic_load(&huge_chaos_ops) > 0,
+			 "the chaos threads ran\n");
 	if (peer) {
-		printf("# peer: %lu calls, %lu returned 0\n", atomic_load(&peer_calls),
-		       atomic_load(&peer_ok));
-		check(atomic_load(&peer_ok) > 0, "the peer device read and wrote the region");
+		ksft_print_msg("peer: %lu calls, %lu returned 0\n", atomic_load(&peer_calls),
+			       atomic_load(&peer_ok));
+		ksft_test_result(atomic_load(&peer_ok) > 0,
+				 "the peer device read and wrote the region\n");
 	}
 	if (atomic_load(&device_gone))
-		printf("# the device went away during the run (ENODEV)\n");
-	check(atomic_load(&data_rounds) > 0 && atomic_load(&data_errs) == 0,
-	      "the data thread's migrations, reads and writes succeeded");
+		ksft_print_msg("the device went away during the run (ENODEV)\n");
+	ksft_test_result(atomic_load(&data_rounds) > 0 && atomic_load(&data_errs) == 0,
+			 "the data thread's migrations, reads and writes succeeded\n");
 	if (atomic_load(&busy_retries))
-		printf("# READ and WRITE of the data and THP threads retried after EBUSY: %lu times\n",
-		       atomic_load(&busy_retries));
-	check(atomic_load(&data_bad) == 0, "every byte of the data thread's buffer was right");
+		ksft_print_msg("data and THP threads: READ and WRITE retried %lu times (EBUSY)\n",
+			       atomic_load(&busy_retries));
 	if (atomic_load(&data_bad))
-		printf("# %lu bytes differ\n", atomic_load(&data_bad));
-	printf("# THP: %lu rounds, %lu with the buffer in device memory as one PMD; migrations: %lu (%lu returned 0); reads %s: %lu (%lu returned 0), by the CPU: %lu; %lu bytes checked\n",
-	       atomic_load(&thp_rounds), atomic_load(&thp_pmd_rounds),
-	       atomic_load(&thp_migrations), atomic_load(&thp_migrations_ok),
-	       peer ? "through the peer's aliases" : "through a second file",
-	       atomic_load(&thp_reads), atomic_load(&thp_reads_ok), atomic_load(&thp_cpu_reads),
-	       atomic_load(&thp_bytes));
-	check((atomic_load(&thp_rounds) > 0 || atomic_load(&device_gone)) &&
-	      atomic_load(&thp_errs) == 0,
-	      "THP: the THP thread's migrations, reads and writes of its 2 MiB buffer succeeded");
-	check(atomic_load(&thp_pmd_rounds) > 0 || atomic_load(&device_gone),
-	      "THP: the buffer was migrated to device memory as one PMD-sized folio");
-	check(atomic_load(&thp_reads_ok) > 0 && atomic_load(&thp_cpu_reads) > 0,
-	      "THP: the reader read the buffer through the device and with the CPU meanwhile");
-	check(atomic_load(&thp_bad) == 0,
-	      "THP: every byte read, migrated or checked of the THP buffer was right");
+		ksft_print_msg("%lu bytes differ\n", atomic_load(&data_bad));
+	ksft_test_result(atomic_load(&data_bad) == 0,
+			 "every byte of the data thread's buffer was right\n");
+	ksft_print_msg("THP: %lu rounds, %lu with one device PMD; migrations: %lu (%lu ok)\n",
+		       atomic_load(&thp_rounds), atomic_load(&thp_pmd_rounds),
+		       atomic_load(&thp_migrations), atomic_load(&thp_migrations_ok));
+	ksft_print_msg("THP: reads %s: %lu (%lu returned 0), by the CPU: %lu; %lu bytes checked\n",
+		       peer ? "through the peer" : "through a second file",
+		       atomic_load(&thp_reads), atomic_load(&thp_reads_ok),
+		       atomic_load(&thp_cpu_reads), atomic_load(&thp_bytes));
+	ksft_test_result((atomic_load(&thp_rounds) > 0 || atomic_load(&device_gone)) &&
+			 atomic_load(&thp_errs) == 0,
+			 "THP: the THP thread's migrations, reads and writes of its 2 MiB buffer succeeded\n");
+	ksft_test_result(atomic_load(&thp_pmd_rounds) > 0 || atomic_load(&device_gone),
+			 "THP: the buffer was migrated to device memory as one PMD-sized folio\n");
+	ksft_test_result(atomic_load(&thp_reads_ok) > 0 && atomic_load(&thp_cpu_reads) > 0,
+			 "THP: the reader read the buffer through the device and with the CPU meanwhile\n");
 	if (atomic_load(&thp_bad))
-		printf("# THP: %lu bytes differ\n", atomic_load(&thp_bad));
-	printf("1..%d\n", tap_n);
-	return tap_failed ? 1 : 0;
+		ksft_print_msg("THP: %lu bytes differ\n", atomic_load(&thp_bad));
+	ksft_test_result(atomic_load(&thp_bad) == 0,
+			 "THP: every byte read, migrated or checked of the THP buffer was right\n");
+	ksft_finished();
 }
