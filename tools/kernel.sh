@@ -26,22 +26,27 @@ src=$RVRAM_CACHE/src/linux
 obj=$RVRAM_CACHE/build/$variant
 cfgdir=$RVRAM_TOP/tests/config
 
+# rvram-vfio.config: test-only options (VFIO) for the test kernels; the
+# bisect kernel builds what the series change, without them, unless
+# RVRAM_BISECT_VFIO=1 (make check-fixes, for a reproducer that needs VFIO).
+vfio=$cfgdir/rvram-vfio.config
 case $variant in
-debug) frags=("$cfgdir/rvram-debug.config") ;;
+debug) frags=("$cfgdir/rvram-debug.config" "$vfio") ;;
 bisect)
 	frags=("$cfgdir/rvram-debug.config")
+	[ -n "${RVRAM_BISECT_VFIO:-}" ] && frags+=("$vfio")
 	src=$RVRAM_CACHE/src/bisect
 	;;
 # The debug config in a checkout and object tree of its own, for work on
 # a series that is not the project's yet (options the commit lacks are
 # skipped, as for stock).
 dev)
-	frags=("$cfgdir/rvram-debug.config")
+	frags=("$cfgdir/rvram-debug.config" "$vfio")
 	src=$RVRAM_CACHE/src/dev
 	export RVRAM_KCONFIG_PARTIAL=1
 	;;
-nodebug) frags=("$cfgdir/rvram-debug.config" "$cfgdir/rvram-nodebug.config") ;;
-kcov) frags=("$cfgdir/rvram-debug.config" "$cfgdir/rvram-kcov.config") ;;
+nodebug) frags=("$cfgdir/rvram-debug.config" "$vfio" "$cfgdir/rvram-nodebug.config") ;;
+kcov) frags=("$cfgdir/rvram-debug.config" "$vfio" "$cfgdir/rvram-kcov.config") ;;
 # The debug config on the base commit, without the series (its options are
 # skipped where the base has no such symbol): make pyverbs-baseline.
 stock)
