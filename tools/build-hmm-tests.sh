@@ -46,7 +46,8 @@ mkdir -p "$bindir"
 # Makefile builds it, against KOBJ's kselftest.h and lib/test_hmm_uapi.h,
 # plus kcov.h for `make coverage` (an empty _GNU_SOURCE, so that the
 # program's own #define of it, which comes after, is the same).
-headers+=("$src/lib/test_hmm_uapi.h" "$src/tools/testing/selftests/kselftest.h")
+headers+=("$src/lib/test_hmm_uapi.h" "$src/tools/testing/selftests/kselftest.h"
+	"$kobj/usr/include/linux/vfio.h")
 selftest=(-Wunreachable-code -I"$src" -I"$src/tools/testing/selftests"
 	-isystem "$kobj/usr/include" -D_GNU_SOURCE= -include "$RVRAM_TOP/tests/vm/src/kcov.h")
 for c in "$RVRAM_TOP"/tests/vm/src/*.c; do
@@ -57,6 +58,8 @@ for c in "$RVRAM_TOP"/tests/vm/src/*.c; do
 		rm -f "$bin.sha256"
 		flags=()
 		[ "$name" = hmm-race ] && flags=("${selftest[@]}")
+		# VFIO's dma-buf export is newer than the host's uapi headers.
+		[ "$name" = vfio-dmabuf ] && flags=(-isystem "$kobj/usr/include")
 		gcc -O2 -Wall -Werror "${flags[@]}" -o "$bin" "$c" -lpthread
 		echo "$sum" > "$bin.sha256"
 	fi

@@ -24,6 +24,9 @@ series_bin=$RVRAM_TOP/target/release/rvram-series
 report_bin=$RVRAM_TOP/target/release/rvram-report
 tools/fetch-kernel.sh
 applied_head=$("$series_bin" apply)
+# The kernels of the trees before a fix take the test kernels' VFIO
+# options too (tests/config/rvram-vfio.config): vfio-dmabuf needs them.
+export RVRAM_BISECT_VFIO=1
 debug=$(tools/kernel.sh debug "$applied_head")
 tests_of=$(git rev-parse HEAD)
 base=$RVRAM_CACHE/base/linux

@@ -158,7 +158,7 @@ alias)
 	expect kunit:rvram_vram kunit:rvram_dmirror kunit:rvram_scale rvram-alias rdma-odp-ram rdma-odp-alias rdma-odp-migrate
 	expect rdma-odp-coherent
 	expect rdma-unbind rdma-fuzz odp-dma rdma-dmabuf
-	expect rdma-advise
+	expect rdma-advise vfio-dmabuf
 	run_suite rvram-alias "$T/rvram-alias.sh"
 	# rdma-core's own ODP tests on rxe, with the series applied. 10 skip,
 	# as on the stock kernel (tests/vm/pyverbs-stock.txt): rdma-core 44's
@@ -205,6 +205,10 @@ alias)
 		expect_skips pyverbs-dmabuf 0
 		run_suite pyverbs-dmabuf "$T/pyverbs-dmabuf.sh"
 	fi
+	# The dma-buf fix's reproducer on upstream code: a GPU's BAR that
+	# VFIO exports, registered as a dma-buf MR by the test NIC 64 times;
+	# kmemleak counts the scatterlists left behind.
+	run_suite vfio-dmabuf "$T/vfio-dmabuf.sh"
 	;;
 rdma)
 	# The ODP suites alone (also part of the alias plan), for development.
