@@ -12,7 +12,7 @@
  *
  * BDF is bound to vfio-pci in no-IOMMU mode; NIC is N of /dev/odp_dmaN, a
  * DMA engine under the same PCIe switch. Each round registers 1 MiB of
- * BAR2, has the NIC read 8 KiB of it at a rotating offset and write 4 KiB
+ * BAR2, has the NIC read 2 KiB of it at a rotating offset and write 2 KiB
  * back, checks both against the CPU's mapping of the BAR (VFIO's mmap), and
  * deregisters. Then the VFIO device is closed under a live MR: its dma-buf
  * is revoked, the NIC's next transfer fails with ENODEV, and the MR still
@@ -36,8 +36,9 @@
 
 #define BAR 2
 #define LEN (1UL << 20)
-#define READ_LEN 8192
-#define WRITE_LEN 4096
+/* One transfer of QEMU's edu engine each (2 KiB), which takes 100 ms. */
+#define READ_LEN 2048
+#define WRITE_LEN 2048
 
 static int tap_n, tap_failed;
 
