@@ -53,8 +53,10 @@ echo vfio-pci > "/sys/bus/pci/devices/$gpu/driver_override"
 tap_check "$gpu binds to vfio-pci (no-IOMMU mode)" \
 	bash -c "echo $gpu > /sys/bus/pci/drivers/vfio-pci/bind"
 
-out=$("$RVRAM_GUEST_BIN/vfio-dmabuf" "$gpu" "$n" $rounds)
+# Bounded: a revocation that never completes would hang close().
+tap_bounded 600 "$RVRAM_RESULTS/vfio-dmabuf.out" "$RVRAM_GUEST_BIN/vfio-dmabuf" "$gpu" "$n" $rounds
 rc=$?
+out=$(cat "$RVRAM_RESULTS/vfio-dmabuf.out")
 tap_relay "" "$out"
 tap_eq "vfio-dmabuf exited cleanly" 0 "$rc"
 

@@ -2,7 +2,7 @@
 /*
  * A PCI BAR exported by VFIO as a dma-buf (VFIO_DEVICE_FEATURE_DMA_BUF),
  * registered as a dma-buf MR of the odp_dma test NIC, which imports it as
- * mlx5 does (ib_umem_dmabuf_get_pinned_revocable_and_lock()): upstream
+ * irdma does (ib_umem_dmabuf_get_pinned_revocable_and_lock()): upstream
  * code on both sides of dma_buf_phys_vec_to_sgt() and dma_buf_free_sgt(),
  * the pair that the dma-buf-fix series repairs. Each registration maps the
  * attachment and each deregistration unmaps it; before the fix, every
@@ -74,8 +74,12 @@ static int vfio_open(const char *bdf)
 	group = open(path, O_RDWR);
 	if (container < 0 || group < 0)
 		die("open the VFIO container and no-IOMMU group");
-	if (ioctl(group, VFIO_GROUP_GET_STATUS, &st) || !(st.flags & VFIO_GROUP_FLAGS_VIABLE))
-		die("the group is viable");
+	if (ioctl(group, VFIO_GROUP_GET_STATUS, &st))
+		die("VFIO_GROUP_GET_STATUS");
+	if (!(st.flags & VFIO_GROUP_FLAGS_VIABLE)) {
+		errno = EBUSY;
+		die("the group is not viable");
+	}
 	if (ioctl(group, VFIO_GROUP_SET_CONTAINER, &container) ||
 	    ioctl(container, VFIO_SET_IOMMU, VFIO_NOIOMMU_IOMMU))
 		die("set up the no-IOMMU container");
@@ -240,7 +244,7 @@ int main(int argc, char **argv)
 		die("register once more");
 	munmap((void *)bar, LEN);
 	close(dev);
-	ret = xfer(mr, 0, buf, 4096, 0);
+	ret = xfer(mr, 0, buf, sizeof(buf), 0);
 	check(ret == -ENODEV, "closing the VFIO device revokes the MR: a transfer fails with ENODEV");
 	check(nic_stats().revocations == s1.revocations + 1, "the NIC counted one revocation");
 	check(dereg(mr) == 0, "the revoked MR deregisters");
