@@ -63,9 +63,9 @@
  * memory, which KASAN reports in the kernel log (check it after a run),
  * and which may also corrupt this process.
  *
- * The sequence of operations of each thread is a function of SEED (printed;
- * the default is the time): a failure replays with the same seed, up to
- * thread interleaving.
+ * SECONDS defaults to 60. The sequence of operations of each thread is a
+ * function of SEED (printed; the default is the time): a failure replays
+ * with the same seed, up to thread interleaving.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -906,7 +906,7 @@ int main(int argc, char **argv)
 	}
 	argc -= optind - 1;
 	argv += optind - 1;
-	seconds = argc > 2 ? atoi(argv[2]) : 30;
+	seconds = argc > 2 ? atoi(argv[2]) : 60;
 	if (argc < 2 || argc > 4 || seconds <= 0 || (peer_flags && !peer)) {
 usage:
 		fprintf(stderr,
