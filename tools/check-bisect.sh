@@ -25,6 +25,8 @@ memo=$RVRAM_CACHE/bisect-ok
 mkdir -p "$memo"
 inputs=$(cat tests/config/rvram-debug.config tools/kernel.sh tools/env.sh
 	/usr/bin/rustc --version; clang-19 --version | head -1; "$BINDGEN" --version)
+# tools/kernel.sh adds the VFIO fragment to the bisect kernel on request.
+[ -n "${RVRAM_BISECT_VFIO:-}" ] && inputs+=$'\n'$(cat tests/config/rvram-vfio.config)
 # A patch that adds or changes an mm selftest also compiles it, as
 # tools/testing/selftests/mm/Makefile does (with -Werror): from the
 # patch's tree, against the uapi headers of the last kernel this check
